@@ -1,0 +1,271 @@
+/**
+ * The Node's application core: builds its adapters from the config the Edge pushes, executes
+ * runs through them, turns adapter callbacks into sequence-numbered run events, records every
+ * run in the history store, and answers node commands. It knows nothing of the wire.
+ * @module
+ */
+import { IopError, toIopError } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { RunEvent, RunInput } from "../../shared/run.ts";
+import type {
+  Adapter,
+  AdapterConfig,
+  Capabilities,
+  Clock,
+  RunRecord,
+  RunStore,
+  ToolCall,
+} from "./ports.ts";
+import { type AdapterLookup, resolve } from "./router.ts";
+
+/** Longest output kept in a history row. */
+const SUMMARY_CHARS = 2_000;
+
+/** Builds adapters from config; see `adapters/registry.ts`. */
+export type AdapterBuilder = (configs: AdapterConfig[]) => {
+  adapters: AdapterLookup & { list(): Adapter[] };
+  rejected: Record<string, string>;
+};
+
+/** Options of {@linkcode NodeCore}. */
+export interface NodeCoreOptions {
+  nodeId: string;
+  store: RunStore;
+  buildAdapters: AdapterBuilder;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** Receives the run events of one run, in order. */
+export type RunEventSink = (event: RunEvent) => void;
+
+/** Capabilities of one adapter, for the capabilities command. */
+export interface AdapterReport extends Capabilities {
+  name: string;
+  kind: string;
+}
+
+interface Running {
+  controller: AbortController;
+  cancelReason: string | undefined;
+  done: Promise<void>;
+}
+
+/** The Node core. */
+export class NodeCore {
+  readonly #options: NodeCoreOptions;
+  readonly #clock: Clock;
+  readonly #running = new Map<string, Running>();
+  #adapters: ReturnType<AdapterBuilder>["adapters"] | undefined;
+  #maxConcurrentRuns = 0;
+
+  constructor(options: NodeCoreOptions) {
+    this.#options = options;
+    this.#clock = options.clock ?? { now: Date.now };
+  }
+
+  /** Runs executing now. */
+  get inFlight(): number {
+    return this.#running.size;
+  }
+
+  /** Replaces the adapter registry with one built from the Edge's config. */
+  applyConfig(configs: AdapterConfig[], maxConcurrentRuns: number): {
+    adapters: string[];
+    rejected: Record<string, string>;
+  } {
+    const built = this.#options.buildAdapters(configs);
+    const previous = this.#adapters;
+    this.#adapters = built.adapters;
+    for (const old of previous?.list() ?? []) {
+      old.close?.().catch((err) =>
+        this.#options.logger.warn("adapter close failed", { adapter: old.name, err })
+      );
+    }
+    this.#maxConcurrentRuns = maxConcurrentRuns;
+    return { adapters: built.adapters.list().map((a) => a.name), rejected: built.rejected };
+  }
+
+  /** Starts a run; its events, ending with exactly one terminal event, go to `emit`. */
+  startRun(runId: string, input: RunInput, emit: RunEventSink): void {
+    let seq = 0;
+    const send = (event: DistributiveOmit<RunEvent, "runId" | "seq" | "timestampMs">) =>
+      emit({ ...event, runId, seq: ++seq, timestampMs: this.#clock.now() } as RunEvent);
+    const failEarly = (err: IopError) =>
+      send({
+        type: "failed",
+        code: err.code,
+        message: err.message,
+        retryable: err.retryable,
+        exitCode: 0,
+      });
+
+    if (this.#running.has(runId)) {
+      failEarly(new IopError("INVALID_ARGUMENT", `Run '${runId}' is already running`));
+      return;
+    }
+    if (this.#maxConcurrentRuns > 0 && this.#running.size >= this.#maxConcurrentRuns) {
+      failEarly(
+        new IopError("OVERLOADED", `Node is at its limit of ${this.#maxConcurrentRuns} runs`),
+      );
+      return;
+    }
+    let resolved;
+    try {
+      if (!this.#adapters) throw new IopError("UNAVAILABLE", "Node has no configuration yet");
+      resolved = resolve(runId, input, this.#adapters);
+    } catch (err) {
+      failEarly(toIopError(err));
+      return;
+    }
+    const { adapter, spec } = resolved;
+    const controller = new AbortController();
+    const running: Running = { controller, cancelReason: undefined, done: Promise.resolve() };
+    this.#running.set(runId, running);
+    const startedAtMs = this.#clock.now();
+    this.#options.store.startRun({
+      runId,
+      adapter: input.adapter,
+      target: input.target,
+      startedAtMs,
+    });
+    send({
+      type: "started",
+      nodeId: this.#options.nodeId,
+      adapter: input.adapter,
+      target: input.target,
+    });
+
+    let summary = "";
+    let firstOutputAtMs: number | undefined;
+    const sink = {
+      output: (text: string) => {
+        if (controller.signal.aborted || text === "") return;
+        firstOutputAtMs ??= this.#clock.now();
+        if (summary.length < SUMMARY_CHARS) {
+          summary += text.slice(0, SUMMARY_CHARS - summary.length);
+        }
+        send({ type: "output", text });
+      },
+      toolCall: (call: ToolCall) => {
+        if (!controller.signal.aborted) send({ type: "tool_call", call });
+      },
+      log: (stream: string, text: string) => {
+        if (!controller.signal.aborted) send({ type: "log", stream, text });
+      },
+    };
+
+    running.done = adapter.execute(spec, sink, { signal: controller.signal }).then(
+      (result) => {
+        const finishedAtMs = this.#clock.now();
+        if (result.usage) send({ type: "usage", usage: result.usage });
+        send({
+          type: "completed",
+          finishReason: result.finishReason,
+          exitCode: result.exitCode ?? 0,
+          ...(result.usage ? { usage: result.usage } : {}),
+        });
+        this.#record(runId, {
+          status: "completed",
+          finishedAtMs,
+          outputSummary: summary,
+          ...(firstOutputAtMs !== undefined ? { firstOutputAtMs } : {}),
+          ...(result.usage ? { usage: result.usage } : {}),
+          ...(result.exitCode !== undefined ? { exitCode: result.exitCode } : {}),
+        });
+      },
+      (err) => {
+        const finishedAtMs = this.#clock.now();
+        const extra = firstOutputAtMs !== undefined ? { firstOutputAtMs } : {};
+        if (controller.signal.aborted) {
+          const reason = running.cancelReason ?? "cancelled";
+          send({ type: "cancelled", reason });
+          this.#record(runId, {
+            status: "cancelled",
+            finishedAtMs,
+            outputSummary: summary,
+            ...extra,
+          });
+          return;
+        }
+        const error = toIopError(err, "BACKEND_ERROR");
+        send({
+          type: "failed",
+          code: error.code,
+          message: error.message,
+          retryable: error.retryable,
+          exitCode: error.exitCode ?? 0,
+        });
+        this.#record(runId, {
+          status: "failed",
+          finishedAtMs,
+          outputSummary: summary,
+          error,
+          ...extra,
+          ...(error.exitCode !== undefined ? { exitCode: error.exitCode } : {}),
+        });
+      },
+    ).finally(() => this.#running.delete(runId));
+  }
+
+  #record(runId: string, outcome: Parameters<RunStore["completeRun"]>[1]): void {
+    try {
+      this.#options.store.completeRun(runId, outcome);
+    } catch (err) {
+      this.#options.logger.error("cannot record run in history", { run_id: runId, err });
+    }
+  }
+
+  /** Cancels a run; returns false when it is not running here. */
+  cancelRun(runId: string, reason: string): boolean {
+    const running = this.#running.get(runId);
+    if (!running) return false;
+    running.cancelReason ??= reason;
+    running.controller.abort(new IopError("CANCELLED", reason));
+    return true;
+  }
+
+  /** Cancels every run and closes every adapter; the core is unusable afterwards. */
+  async close(): Promise<void> {
+    await this.cancelAll("node stopping");
+    await Promise.allSettled((this.#adapters?.list() ?? []).map((a) => a.close?.()));
+    this.#adapters = undefined;
+  }
+
+  /** Cancels every run, e.g. when the link to the Edge is lost; resolves when all ended. */
+  async cancelAll(reason: string): Promise<void> {
+    const all = [...this.#running.values()];
+    for (const [runId] of this.#running) this.cancelRun(runId, reason);
+    await Promise.allSettled(all.map((r) => r.done));
+  }
+
+  /** The most recent runs in the history, newest first. */
+  history(limit: number): RunRecord[] {
+    return this.#options.store.history(Math.min(Math.max(limit, 1), 1000));
+  }
+
+  /** Every adapter's capabilities; an adapter that fails to answer is reported unhealthy. */
+  async capabilities(): Promise<AdapterReport[]> {
+    const adapters = this.#adapters?.list() ?? [];
+    return await Promise.all(adapters.map(async ({ name, kind }) => {
+      const adapter = this.#adapters!.get(name)!;
+      try {
+        const caps = await adapter.capabilities({ signal: AbortSignal.timeout(5_000) });
+        return { name, kind, ...caps };
+      } catch (err) {
+        return {
+          name,
+          kind,
+          targets: [],
+          streaming: false,
+          tools: false,
+          sessions: false,
+          healthy: false,
+          detail: toIopError(err).message,
+        };
+      }
+    }));
+  }
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

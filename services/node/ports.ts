@@ -1,0 +1,176 @@
+/**
+ * The Node's ports: the types its core depends on and its outer rings implement. Types only.
+ *
+ * Adapters implement {@linkcode Adapter}; `store/` implements {@linkcode RunStore}; `transport/`
+ * converts between wire messages and these types and drives a {@linkcode TransportHandler}.
+ * @module
+ */
+import type { IopError } from "../../shared/errors.ts";
+
+export type { ChatMessage, Sampling, ToolCall, ToolDefinition, Usage } from "../../shared/run.ts";
+import type { ChatMessage, Sampling, ToolCall, ToolDefinition, Usage } from "../../shared/run.ts";
+
+/** What an adapter executes: resolved from a run request by the router. */
+export interface ExecutionSpec {
+  runId: string;
+  /** Adapter instance name, as configured (e.g. "ollama", "gpu-vllm"). */
+  adapter: string;
+  /** Model name, CLI profile or agent inside the adapter. */
+  target: string;
+  messages: ChatMessage[];
+  /** Prompt-only input; adapters fall back to the last user message when empty. */
+  prompt: string;
+  sampling: Sampling;
+  tools: ToolDefinition[];
+  /** Continues a CLI or agent session; empty starts a new one. */
+  sessionId: string;
+  metadata: Record<string, string>;
+  /** 0 means the adapter's own limit. */
+  timeoutMs: number;
+}
+
+/** Receives an adapter's events while a run executes; calls never throw. */
+export interface EventSink {
+  /** A piece of the answer: model text or CLI stdout. */
+  output(text: string): void;
+  /** A piece of a tool call. */
+  toolCall(call: ToolCall): void;
+  /** Diagnostic output that is not part of the answer (e.g. CLI stderr). */
+  log(stream: string, text: string): void;
+}
+
+/** How a successful execution ended. */
+export interface ExecutionResult {
+  finishReason: "stop" | "length" | "tool_calls";
+  usage?: Usage;
+  /** Exit code of a CLI process; absent for other adapters. */
+  exitCode?: number;
+}
+
+/** Options of {@linkcode Adapter.execute}. */
+export interface ExecuteOptions {
+  /** Aborted on cancel; the adapter must stop its backend work (close the request, kill the process). */
+  signal: AbortSignal;
+}
+
+/** What an adapter can do now, flat and documented. */
+export interface Capabilities {
+  /** Targets runnable now: model names, CLI profile names. */
+  targets: string[];
+  /** Emits output in pieces as it is produced. */
+  streaming: boolean;
+  /** Accepts tool definitions and emits tool calls. */
+  tools: boolean;
+  /** Continues sessions across runs (`sessionId`). */
+  sessions: boolean;
+  /** The backend answered its health check. */
+  healthy: boolean;
+  /** Why it is unhealthy, or a short description. */
+  detail: string;
+}
+
+/**
+ * An execution backend. `execute` resolves when the run completed, and rejects with an
+ * {@linkcode IopError} when it failed; when `signal` is aborted it stops the backend work and
+ * rejects with the signal's reason.
+ */
+export interface Adapter {
+  readonly name: string;
+  readonly kind: string;
+  capabilities(options: { signal: AbortSignal }): Promise<Capabilities>;
+  execute(spec: ExecutionSpec, sink: EventSink, options: ExecuteOptions): Promise<ExecutionResult>;
+  /** Releases long-lived resources (connections, processes); optional. */
+  close?(): Promise<void>;
+}
+
+/** Knobs of the deterministic mock adapter; run metadata `mock.*` may override each. */
+export interface MockSettings {
+  tokens: number;
+  tokenDelayMs: number;
+  startDelayMs: number;
+  /** When set, every run fails with this error code. */
+  failWith: string;
+  failRetryable: boolean;
+}
+
+/** One runnable command line of the CLI adapter. */
+export interface CliProfile {
+  name: string;
+  command: string;
+  /** Argument template; `{prompt}` and `{session}` are replaced per run. */
+  args: string[];
+  /** Used instead of `args` when a run continues a session. */
+  resumeArgs: string[];
+  env: Record<string, string>;
+  cwd: string;
+  timeoutMs: number;
+  description: string;
+}
+
+/** Settings of adapters that talk to a model server over HTTP. */
+export interface HttpModelSettings {
+  baseUrl: string;
+  /** Never logged. */
+  apiKey: string;
+  apiKeyEnv: string;
+  connectTimeoutMs: number;
+  firstTokenTimeoutMs: number;
+  idleTimeoutMs: number;
+  /** Advertised when the backend cannot be listed. */
+  models: string[];
+}
+
+/** One adapter instance as pushed by the Edge. */
+export type AdapterConfig =
+  & { name: string; enabled: boolean }
+  & (
+    | { kind: "mock"; settings: MockSettings }
+    | { kind: "cli"; settings: { profiles: CliProfile[] } }
+    | { kind: "ollama" | "vllm" | "openai_compat"; settings: HttpModelSettings }
+  );
+
+/** Status of a recorded run. */
+export type RunStatus = "running" | "completed" | "failed" | "cancelled" | "interrupted";
+
+/** One row of the Node's run history. */
+export interface RunRecord {
+  runId: string;
+  adapter: string;
+  target: string;
+  status: RunStatus;
+  startedAtMs: number;
+  firstOutputAtMs?: number;
+  finishedAtMs?: number;
+  usage?: Usage;
+  error?: { code: string; message: string; retryable: boolean };
+  /** The first part of the run's output. */
+  outputSummary: string;
+  exitCode?: number;
+}
+
+/** How a run ended, recorded by {@linkcode RunStore.completeRun}. */
+export interface RunOutcome {
+  status: Exclude<RunStatus, "running">;
+  finishedAtMs: number;
+  firstOutputAtMs?: number;
+  usage?: Usage;
+  error?: IopError;
+  outputSummary: string;
+  exitCode?: number;
+}
+
+/** The Node's durable run history. */
+export interface RunStore {
+  startRun(run: { runId: string; adapter: string; target: string; startedAtMs: number }): void;
+  completeRun(runId: string, outcome: RunOutcome): void;
+  /** The most recent runs, newest first. */
+  history(limit: number): RunRecord[];
+  /** Marks runs left `running` by a previous process as `interrupted`; returns how many. */
+  markInterrupted(finishedAtMs: number): number;
+  close(): void;
+}
+
+/** Source of wall-clock time, injected so tests can control it. */
+export interface Clock {
+  now(): number;
+}

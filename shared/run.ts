@@ -1,0 +1,105 @@
+/**
+ * Domain types of a run that both the Edge and the Node speak: messages, tools, sampling,
+ * usage, and the events a run emits. Types only; `run_codec.ts` converts them to the wire.
+ * @module
+ */
+
+/** One conversation turn. */
+export interface ChatMessage {
+  role: "system" | "developer" | "user" | "assistant" | "tool";
+  content: string;
+  toolCallId?: string;
+  toolCalls?: ToolCall[];
+  name?: string;
+}
+
+/** A function the model may call; `parameters` is a JSON Schema object. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** A model's call of a tool; in a streamed delta, `arguments` is a piece of JSON text. */
+export interface ToolCall {
+  index: number;
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** Generation parameters; absent fields take the backend's default. */
+export interface Sampling {
+  temperature?: number;
+  topP?: number;
+  maxTokens?: number;
+  stop?: string[];
+  seed?: number;
+  /** Backend-specific extras (e.g. `top_k`), passed through into the request body. */
+  extra?: Record<string, unknown>;
+}
+
+/** Token counts of one run. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** Why a run finished normally. */
+export type FinishReason = "stop" | "length" | "tool_calls";
+
+/** The input of a run, the same on both sides of the Edge↔Node link. */
+export interface RunInput {
+  /** Adapter instance name (e.g. "mock", "cli", "ollama"). */
+  adapter: string;
+  /** Model name, CLI profile or agent inside the adapter. */
+  target: string;
+  messages: ChatMessage[];
+  /** Prompt-only input; adapters fall back to the last user message when empty. */
+  prompt: string;
+  sampling: Sampling;
+  tools: ToolDefinition[];
+  /** Continues a CLI or agent session; empty starts a new one. */
+  sessionId: string;
+  metadata: Record<string, string>;
+  /** 0 means the adapter's own limit. */
+  timeoutMs: number;
+}
+
+/** One step of a run's life as seen above the Node; `seq` increases from 1. */
+export type RunEvent =
+  & { runId: string; seq: number; timestampMs: number }
+  & (
+    | { type: "started"; nodeId: string; adapter: string; target: string }
+    | { type: "output"; text: string }
+    | { type: "tool_call"; call: ToolCall }
+    | { type: "log"; stream: string; text: string }
+    | { type: "usage"; usage: Usage }
+    | { type: "completed"; finishReason: FinishReason; usage?: Usage; exitCode: number }
+    | { type: "failed"; code: string; message: string; retryable: boolean; exitCode: number }
+    | { type: "cancelled"; reason: string }
+  );
+
+/** The events that end a run. */
+export type TerminalRunEvent = Extract<RunEvent, { type: "completed" | "failed" | "cancelled" }>;
+
+/** True for completed, failed and cancelled events. */
+export function isTerminal(event: RunEvent): event is TerminalRunEvent {
+  return event.type === "completed" || event.type === "failed" || event.type === "cancelled";
+}
+
+/** A run input with every field at its empty default, overridden by `partial`. */
+export function runInput(
+  partial: Partial<RunInput> & Pick<RunInput, "adapter" | "target">,
+): RunInput {
+  return {
+    messages: [],
+    prompt: "",
+    sampling: {},
+    tools: [],
+    sessionId: "",
+    metadata: {},
+    timeoutMs: 0,
+    ...partial,
+  };
+}

@@ -1,0 +1,278 @@
+/**
+ * Conversion between the run domain types (`run.ts`) and their wire messages, used by the
+ * transports of both the Edge and the Node and by nothing else.
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import {
+  type Error as WireError,
+  ErrorSchema,
+  UsageSchema,
+} from "../proto/gen/iop/v1/common_pb.ts";
+import {
+  type ChatMessage as WireChatMessage,
+  ChatMessageSchema,
+  type RunEvent as WireRunEvent,
+  RunEventSchema,
+  type RunRequest,
+  RunRequestSchema,
+  type SamplingOptions,
+  SamplingOptionsSchema,
+  type ToolCall as WireToolCall,
+  ToolCallSchema,
+  ToolDefinitionSchema,
+} from "../proto/gen/iop/v1/node_pb.ts";
+import { IopError, isErrorCode } from "./errors.ts";
+import type {
+  ChatMessage,
+  FinishReason,
+  RunEvent,
+  RunInput,
+  Sampling,
+  ToolCall,
+  Usage,
+} from "./run.ts";
+
+const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
+const FINISH = new Set(["stop", "length", "tool_calls"]);
+
+/** Domain run input → wire RunRequest. */
+export function toRunRequest(runId: string, input: RunInput): RunRequest {
+  return create(RunRequestSchema, {
+    runId,
+    adapter: input.adapter,
+    target: input.target,
+    messages: input.messages.map(toWireMessage),
+    prompt: input.prompt,
+    sampling: toWireSampling(input.sampling),
+    tools: input.tools.map((t) =>
+      create(ToolDefinitionSchema, {
+        name: t.name,
+        description: t.description,
+        parametersJson: JSON.stringify(t.parameters),
+      })
+    ),
+    sessionId: input.sessionId,
+    metadata: input.metadata,
+    timeoutMs: input.timeoutMs,
+  });
+}
+
+/** Wire RunRequest → domain run input; throws INVALID_ARGUMENT on a malformed request. */
+export function fromRunRequest(req: RunRequest): RunInput {
+  if (!req.runId || !req.adapter) {
+    throw new IopError("INVALID_ARGUMENT", "Cannot run as run_id and adapter are required");
+  }
+  return {
+    adapter: req.adapter,
+    target: req.target,
+    messages: req.messages.map(fromWireMessage),
+    prompt: req.prompt,
+    sampling: fromWireSampling(req.sampling),
+    tools: req.tools.map((t) => ({
+      name: t.name,
+      description: t.description,
+      parameters: parseObject(t.parametersJson, `tool '${t.name}' parameters`),
+    })),
+    sessionId: req.sessionId,
+    metadata: { ...req.metadata },
+    timeoutMs: req.timeoutMs,
+  };
+}
+
+function toWireMessage(m: ChatMessage): WireChatMessage {
+  return create(ChatMessageSchema, {
+    role: m.role,
+    content: m.content,
+    toolCallId: m.toolCallId ?? "",
+    toolCalls: (m.toolCalls ?? []).map(toWireToolCall),
+    name: m.name ?? "",
+  });
+}
+
+function fromWireMessage(m: WireChatMessage): ChatMessage {
+  if (!ROLES.has(m.role)) {
+    throw new IopError("INVALID_ARGUMENT", `Cannot accept message role '${m.role}'`);
+  }
+  const out: ChatMessage = { role: m.role as ChatMessage["role"], content: m.content };
+  if (m.toolCallId) out.toolCallId = m.toolCallId;
+  if (m.toolCalls.length) out.toolCalls = m.toolCalls.map(fromWireToolCall);
+  if (m.name) out.name = m.name;
+  return out;
+}
+
+/** Domain tool call → wire. */
+export function toWireToolCall(c: ToolCall): WireToolCall {
+  return create(ToolCallSchema, c);
+}
+
+/** Wire tool call → domain. */
+export function fromWireToolCall(c: WireToolCall): ToolCall {
+  return { index: c.index, id: c.id, name: c.name, arguments: c.arguments };
+}
+
+function toWireSampling(s: Sampling): SamplingOptions {
+  const out = create(SamplingOptionsSchema, { stop: s.stop ?? [] });
+  if (s.temperature !== undefined) out.temperature = s.temperature;
+  if (s.topP !== undefined) out.topP = s.topP;
+  if (s.maxTokens !== undefined) out.maxTokens = s.maxTokens;
+  if (s.seed !== undefined) out.seed = BigInt(s.seed);
+  if (s.extra) out.extraJson = JSON.stringify(s.extra);
+  return out;
+}
+
+function fromWireSampling(s: SamplingOptions | undefined): Sampling {
+  const out: Sampling = {};
+  if (!s) return out;
+  if (s.temperature !== undefined) out.temperature = s.temperature;
+  if (s.topP !== undefined) out.topP = s.topP;
+  if (s.maxTokens !== undefined) out.maxTokens = s.maxTokens;
+  if (s.stop.length) out.stop = [...s.stop];
+  if (s.seed !== undefined) out.seed = Number(s.seed);
+  if (s.extraJson) out.extra = parseObject(s.extraJson, "sampling extra");
+  return out;
+}
+
+function parseObject(json: string, what: string): Record<string, unknown> {
+  if (!json) return {};
+  try {
+    const v = JSON.parse(json);
+    if (typeof v === "object" && v !== null && !Array.isArray(v)) return v;
+  } catch {
+    // Reported below.
+  }
+  throw new IopError("INVALID_ARGUMENT", `Cannot parse ${what} as a JSON object`);
+}
+
+/** Domain usage → wire. */
+export function toWireUsage(u: Usage) {
+  return create(UsageSchema, u);
+}
+
+/** Domain error → wire. */
+export function toWireError(err: IopError): WireError {
+  return create(ErrorSchema, { code: err.code, message: err.message, retryable: err.retryable });
+}
+
+/** Wire error → domain; unknown codes become INTERNAL, keeping the message. */
+export function fromWireError(err: WireError | undefined): IopError {
+  if (!err) return new IopError("INTERNAL", "Peer reported a failure without details");
+  const code = isErrorCode(err.code) ? err.code : "INTERNAL";
+  return new IopError(code, err.message, { retryable: err.retryable });
+}
+
+/** Domain run event → wire. */
+export function toWireRunEvent(e: RunEvent): WireRunEvent {
+  const base = { runId: e.runId, seq: BigInt(e.seq), timestampMs: BigInt(e.timestampMs) };
+  switch (e.type) {
+    case "started":
+      return create(RunEventSchema, {
+        ...base,
+        event: {
+          case: "started",
+          value: { nodeId: e.nodeId, adapter: e.adapter, target: e.target },
+        },
+      });
+    case "output":
+      return create(RunEventSchema, {
+        ...base,
+        event: { case: "output", value: { text: e.text } },
+      });
+    case "tool_call":
+      return create(RunEventSchema, {
+        ...base,
+        event: { case: "toolCall", value: { call: toWireToolCall(e.call) } },
+      });
+    case "log":
+      return create(RunEventSchema, {
+        ...base,
+        event: { case: "log", value: { stream: e.stream, text: e.text } },
+      });
+    case "usage":
+      return create(RunEventSchema, { ...base, event: { case: "usage", value: e.usage } });
+    case "completed":
+      return create(RunEventSchema, {
+        ...base,
+        event: {
+          case: "completed",
+          value: {
+            finishReason: e.finishReason,
+            exitCode: e.exitCode,
+            ...(e.usage ? { usage: e.usage } : {}),
+          },
+        },
+      });
+    case "failed":
+      return create(RunEventSchema, {
+        ...base,
+        event: {
+          case: "failed",
+          value: {
+            error: { code: e.code, message: e.message, retryable: e.retryable },
+            exitCode: e.exitCode,
+          },
+        },
+      });
+    case "cancelled":
+      return create(RunEventSchema, {
+        ...base,
+        event: { case: "cancelled", value: { reason: e.reason } },
+      });
+  }
+}
+
+/** Wire run event → domain; undefined for an event with no known case. */
+export function fromWireRunEvent(w: WireRunEvent): RunEvent | undefined {
+  const base = { runId: w.runId, seq: Number(w.seq), timestampMs: Number(w.timestampMs) };
+  const ev = w.event;
+  switch (ev.case) {
+    case "started":
+      return { ...base, type: "started", ...pick(ev.value, ["nodeId", "adapter", "target"]) };
+    case "output":
+      return { ...base, type: "output", text: ev.value.text };
+    case "toolCall":
+      return ev.value.call
+        ? { ...base, type: "tool_call", call: fromWireToolCall(ev.value.call) }
+        : undefined;
+    case "log":
+      return { ...base, type: "log", stream: ev.value.stream, text: ev.value.text };
+    case "usage":
+      return {
+        ...base,
+        type: "usage",
+        usage: { inputTokens: ev.value.inputTokens, outputTokens: ev.value.outputTokens },
+      };
+    case "completed": {
+      const finish = FINISH.has(ev.value.finishReason) ? ev.value.finishReason : "stop";
+      const u = ev.value.usage;
+      return {
+        ...base,
+        type: "completed",
+        finishReason: finish as FinishReason,
+        exitCode: ev.value.exitCode,
+        ...(u ? { usage: { inputTokens: u.inputTokens, outputTokens: u.outputTokens } } : {}),
+      };
+    }
+    case "failed": {
+      const err = fromWireError(ev.value.error);
+      return {
+        ...base,
+        type: "failed",
+        code: err.code,
+        message: err.message,
+        retryable: err.retryable,
+        exitCode: ev.value.exitCode,
+      };
+    }
+    case "cancelled":
+      return { ...base, type: "cancelled", reason: ev.value.reason };
+    case undefined:
+      return undefined;
+  }
+}
+
+function pick<T, K extends keyof T>(obj: T, keys: K[]): Pick<T, K> {
+  const out = {} as Pick<T, K>;
+  for (const k of keys) out[k] = obj[k];
+  return out;
+}

@@ -1,0 +1,186 @@
+/**
+ * A framed, typed, full-duplex connection over a Deno TCP (or TLS) stream.
+ *
+ * Writes are serialised and coalesced: frames sent while a write is in flight go out together
+ * in the next write, and each `send` resolves once its bytes were handed to the socket, so a
+ * caller that awaits `send` is paced by the peer (backpressure).
+ * @module
+ */
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { IopError } from "../errors.ts";
+import { decodeFrames, DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameError } from "./frame.ts";
+
+/** Counters a connection reports to; see `wire_metrics.ts`. Absent means not counted. */
+export interface WireMetrics {
+  frame(direction: "in" | "out"): void;
+  bytes(direction: "in" | "out", count: number): void;
+  /** A connection was closed because of what its peer sent. */
+  rejected(reason: "oversize" | "malformed" | "truncated" | "protocol" | "heartbeat"): void;
+}
+
+/** Options of {@linkcode FrameConnection}. */
+export interface FrameConnectionOptions<In extends DescMessage, Out extends DescMessage> {
+  inSchema: In;
+  outSchema: Out;
+  /** Largest accepted incoming frame; defaults to 4 MiB. */
+  maxFrameBytes?: number;
+  metrics?: WireMetrics;
+}
+
+interface Batch {
+  chunks: Uint8Array[];
+  bytes: number;
+  done: PromiseWithResolvers<void>;
+}
+
+/** A connection that reads `In` messages and writes `Out` messages as frames. */
+export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
+  readonly #conn: Deno.Conn;
+  readonly #options: FrameConnectionOptions<In, Out>;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #closed = Promise.withResolvers<string>();
+  #next: Batch | undefined;
+  #writing = false;
+  #closeReason: string | undefined;
+
+  constructor(conn: Deno.Conn, options: FrameConnectionOptions<In, Out>) {
+    this.#conn = conn;
+    this.#options = options;
+    this.#writer = conn.writable.getWriter();
+    this.#writer.closed.catch(() => {});
+  }
+
+  /** The peer's address, as `host:port`. */
+  get remote(): string {
+    const addr = this.#conn.remoteAddr;
+    return addr.transport === "tcp" ? `${addr.hostname}:${addr.port}` : addr.transport;
+  }
+
+  /** Resolves with the close reason once the connection is closed by either side. */
+  get closed(): Promise<string> {
+    return this.#closed.promise;
+  }
+
+  /** True once `close` was called or the stream ended. */
+  get isClosed(): boolean {
+    return this.#closeReason !== undefined;
+  }
+
+  /** Sends one message; rejects with UNAVAILABLE when the connection is closed. */
+  send(message: MessageShape<Out>): Promise<void> {
+    if (this.#closeReason !== undefined) {
+      return Promise.reject(
+        new IopError(
+          "UNAVAILABLE",
+          `Cannot send as the connection is closed: ${this.#closeReason}`,
+        ),
+      );
+    }
+    const bytes = encodeFrame(this.#options.outSchema, message);
+    const metrics = this.#options.metrics;
+    if (metrics) {
+      metrics.frame("out");
+      metrics.bytes("out", bytes.byteLength);
+    }
+    const batch = this.#next ??= {
+      chunks: [],
+      bytes: 0,
+      done: Promise.withResolvers<void>(),
+    };
+    batch.chunks.push(bytes);
+    batch.bytes += bytes.byteLength;
+    if (!this.#writing) void this.#flush();
+    return batch.done.promise;
+  }
+
+  async #flush(): Promise<void> {
+    this.#writing = true;
+    try {
+      while (this.#next) {
+        const batch = this.#next;
+        this.#next = undefined;
+        const data = batch.chunks.length === 1
+          ? batch.chunks[0]!
+          : concat(batch.chunks, batch.bytes);
+        try {
+          await this.#writer.write(data);
+          batch.done.resolve();
+        } catch (err) {
+          const error = new IopError("UNAVAILABLE", "Cannot send as the connection broke", {
+            cause: err,
+          });
+          batch.done.reject(error);
+          batch.done.promise.catch(() => {});
+          this.close("write failed");
+        }
+      }
+    } finally {
+      this.#writing = false;
+    }
+  }
+
+  /**
+   * Yields incoming messages until the peer closes. Throws {@linkcode FrameError} on a bad frame
+   * (after closing the connection). Only one reader may iterate.
+   */
+  async *messages(): AsyncGenerator<MessageShape<In>> {
+    const metrics = this.#options.metrics;
+    const counted = metrics ? countBytes(this.#conn.readable, metrics) : this.#conn.readable;
+    try {
+      for await (
+        const message of decodeFrames(this.#options.inSchema, counted, {
+          maxFrameBytes: this.#options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+        })
+      ) {
+        metrics?.frame("in");
+        yield message;
+      }
+      this.close("peer closed");
+    } catch (err) {
+      if (err instanceof FrameError) {
+        metrics?.rejected(err.kind);
+        this.close(`${err.kind} frame`);
+        throw err;
+      }
+      this.close(this.#closeReason ?? "read failed");
+    }
+  }
+
+  /** Closes the connection; pending sends are dropped. Safe to call more than once. */
+  close(reason = "closed"): void {
+    if (this.#closeReason !== undefined) return;
+    this.#closeReason = reason;
+    if (this.#next) {
+      const batch = this.#next;
+      this.#next = undefined;
+      batch.done.reject(new IopError("UNAVAILABLE", `Connection closed: ${reason}`));
+      batch.done.promise.catch(() => {});
+    }
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed by the runtime.
+    }
+    this.#closed.resolve(reason);
+  }
+}
+
+function concat(chunks: Uint8Array[], total: number): Uint8Array {
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+async function* countBytes(
+  source: ReadableStream<Uint8Array>,
+  metrics: WireMetrics,
+): AsyncGenerator<Uint8Array> {
+  for await (const chunk of source) {
+    metrics.bytes("in", chunk.byteLength);
+    yield chunk;
+  }
+}
