@@ -1,0 +1,243 @@
+/**
+ * The CLI adapter: runs a configured command line (a "profile") per run, streams its stdout as
+ * the answer and its stderr as log output, and decides the outcome by the exit code.
+ *
+ * The target of a run is a profile name. The prompt (`spec.prompt`, else the last user message)
+ * and the session id replace `{prompt}` and `{session}` in the profile's arguments; a run that
+ * continues a session uses `resumeArgs` when the profile has them. Each run's process leads its
+ * own process group: on cancel or timeout the whole group gets SIGTERM, then SIGKILL after a grace
+ * period, and processes it left running after a normal exit are stopped the same way, so a run
+ * never leaves processes behind. `execute` settles only once the group is gone.
+ * @module
+ */
+import { IopError } from "../../../shared/errors.ts";
+import { createLogger, type Logger } from "../../../shared/log.ts";
+import type {
+  Adapter,
+  AdapterConfig,
+  Capabilities,
+  CliProfile,
+  EventSink,
+  ExecuteOptions,
+  ExecutionResult,
+  ExecutionSpec,
+} from "../ports.ts";
+import { DEFAULT_KILL_GRACE_MS, type GroupChild, spawnGroup } from "./process_group.ts";
+import { effectivePrompt } from "./prompt.ts";
+
+/** Options of {@linkcode createCliAdapter}. */
+export interface CliAdapterOptions {
+  /** Time between SIGTERM and SIGKILL of a run's process group; defaults to 2 s. */
+  killGraceMs?: number;
+  /** Defaults to a logger for component "node.adapter.cli". */
+  logger?: Logger;
+}
+
+/** Why a run's process group is being stopped before it exited by itself. */
+type StopCause = { kind: "cancel"; reason: unknown } | { kind: "timeout"; ms: number };
+
+/** How much of stderr is kept to quote its last line in a failure message. */
+const STDERR_TAIL_CHARS = 4_096;
+
+/** Replaces `{prompt}` and `{session}` in one pass, so a prompt containing `{session}` stays. */
+function fillTemplate(template: string[], prompt: string, session: string): string[] {
+  return template.map((arg) =>
+    arg.replace(/\{prompt\}|\{session\}/g, (m) => (m === "{prompt}" ? prompt : session))
+  );
+}
+
+/** The run's time limit: the smaller of the profile's and the spec's, where set (0 = none). */
+function timeLimit(profile: CliProfile, spec: ExecutionSpec): number {
+  const limits = [profile.timeoutMs, spec.timeoutMs].filter((ms) => ms > 0);
+  return limits.length === 0 ? 0 : Math.min(...limits);
+}
+
+function lastLine(text: string): string {
+  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l !== "");
+  return lines.at(-1) ?? "";
+}
+
+async function isExecutableFile(path: string): Promise<boolean> {
+  try {
+    const info = await Deno.stat(path);
+    return info.isFile && (info.mode === null || (info.mode & 0o111) !== 0);
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `command` can be spawned: an existing path, or a name found on the Node's PATH. */
+async function commandExists(command: string): Promise<boolean> {
+  if (command === "") return false;
+  if (command.includes("/")) return await isExecutableFile(command);
+  const dirs = (Deno.env.get("PATH") ?? "").split(":").filter((d) => d !== "");
+  for (const dir of dirs) {
+    if (await isExecutableFile(`${dir}/${command}`)) return true;
+  }
+  return false;
+}
+
+/** Creates a CLI adapter named `name` running the given profiles. */
+export function createCliAdapter(
+  name: string,
+  settings: { profiles: CliProfile[] },
+  options: CliAdapterOptions = {},
+): Adapter {
+  const profiles = new Map(settings.profiles.map((p) => [p.name, p]));
+  const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+  const log = (options.logger ?? createLogger("node.adapter.cli")).with({ adapter: name });
+  const running = new Set<Promise<unknown>>();
+  const closing = new AbortController();
+
+  async function run(
+    profile: CliProfile,
+    spec: ExecutionSpec,
+    sink: EventSink,
+    signal: AbortSignal,
+  ): Promise<ExecutionResult> {
+    const prompt = effectivePrompt(spec);
+    const resume = spec.sessionId !== "" && profile.resumeArgs.length > 0;
+    const args = fillTemplate(resume ? profile.resumeArgs : profile.args, prompt, spec.sessionId);
+    let live = true; // cleared when stopping, so nothing reaches the sink after the outcome
+    let newlines = 0;
+    let endsWithNewline = true;
+    let stderrTail = "";
+    let child: GroupChild;
+    try {
+      child = spawnGroup(profile.command, {
+        args,
+        env: profile.env,
+        cwd: profile.cwd,
+        killGraceMs,
+        onStdout(text) {
+          if (!live) return;
+          newlines += text.split("\n").length - 1;
+          endsWithNewline = text.endsWith("\n");
+          sink.output(text);
+        },
+        onStderr(text) {
+          stderrTail = (stderrTail + text).slice(-STDERR_TAIL_CHARS);
+          if (live) sink.log("stderr", text);
+        },
+      });
+    } catch (err) {
+      throw new IopError(
+        "BACKEND_ERROR",
+        `Cannot start CLI profile '${profile.name}' as command '${profile.command}' failed to ` +
+          `spawn: ${err instanceof Error ? err.message : String(err)}`,
+        { cause: err },
+      );
+    }
+    const runLog = log.with({ run_id: spec.runId, profile: profile.name, pid: child.pid });
+    runLog.debug("cli process started", { resume });
+
+    const stopped = Promise.withResolvers<StopCause>();
+    const onAbort = () => stopped.resolve({ kind: "cancel", reason: signal.reason });
+    const onClose = () => stopped.resolve({ kind: "cancel", reason: closing.signal.reason });
+    signal.addEventListener("abort", onAbort, { once: true });
+    closing.signal.addEventListener("abort", onClose, { once: true });
+    if (signal.aborted) onAbort();
+    const limitMs = timeLimit(profile, spec);
+    const timer = limitMs > 0
+      ? setTimeout(() => stopped.resolve({ kind: "timeout", ms: limitMs }), limitMs)
+      : undefined;
+
+    try {
+      const first = await Promise.race([
+        child.status.then((status) => ({ exited: status })),
+        stopped.promise.then((cause) => ({ cause })),
+      ]);
+      if ("cause" in first) {
+        live = false;
+        await child.stop();
+        runLog.debug("cli process group stopped", { why: first.cause.kind, killed: child.killed });
+        if (child.killed) {
+          runLog.warn("cli process group ignored SIGTERM", { grace_ms: killGraceMs });
+        }
+        if (first.cause.kind === "cancel") throw first.cause.reason;
+        throw new IopError(
+          "TIMEOUT",
+          `CLI profile '${profile.name}' timed out after ${first.cause.ms} ms`,
+        );
+      }
+      // The leader exited; anything still running in its group would outlive the run.
+      const status = await child.stop();
+      const exitCode = status.code;
+      runLog.debug("cli process exited", { exit_code: exitCode });
+      if (exitCode !== 0) {
+        const detail = lastLine(stderrTail);
+        throw new IopError(
+          "BACKEND_ERROR",
+          `CLI profile '${profile.name}' exited with code ${exitCode}` +
+            (detail === "" ? "" : `: ${detail}`),
+          { exitCode },
+        );
+      }
+      const lines = newlines + (endsWithNewline ? 0 : 1);
+      return { finishReason: "stop", exitCode, usage: { inputTokens: 0, outputTokens: lines } };
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      closing.signal.removeEventListener("abort", onClose);
+    }
+  }
+
+  return {
+    name,
+    kind: "cli",
+    async capabilities({ signal }): Promise<Capabilities> {
+      if (signal.aborted) throw signal.reason;
+      const targets: string[] = [];
+      const missing: string[] = [];
+      for (const p of profiles.values()) {
+        if (await commandExists(p.command)) targets.push(p.name);
+        else missing.push(`${p.name} (${p.command || "no command"})`);
+      }
+      if (signal.aborted) throw signal.reason;
+      const detail = profiles.size === 0
+        ? "no CLI profiles configured"
+        : `${targets.length} of ${profiles.size} profiles runnable` +
+          (missing.length === 0 ? "" : `; command not found for: ${missing.join(", ")}`);
+      return {
+        targets,
+        streaming: true,
+        tools: false,
+        sessions: settings.profiles.some((p) => p.resumeArgs.length > 0),
+        healthy: targets.length > 0,
+        detail,
+      };
+    },
+    execute(spec: ExecutionSpec, sink: EventSink, { signal }: ExecuteOptions) {
+      if (signal.aborted) return Promise.reject(signal.reason);
+      if (closing.signal.aborted) {
+        return Promise.reject(new IopError("UNAVAILABLE", `CLI adapter '${name}' is closed`));
+      }
+      const profile = profiles.get(spec.target);
+      if (profile === undefined) {
+        return Promise.reject(
+          new IopError(
+            "NOT_FOUND",
+            `Cannot run target '${spec.target}' as CLI adapter '${name}' has no such profile`,
+          ),
+        );
+      }
+      const execution = run(profile, spec, sink, signal);
+      const tracked = execution.catch(() => {});
+      running.add(tracked);
+      tracked.finally(() => running.delete(tracked));
+      return execution;
+    },
+    async close() {
+      closing.abort(new IopError("UNAVAILABLE", `CLI adapter '${name}' was closed`));
+      await Promise.all(running);
+    },
+  };
+}
+
+/** Builds a CLI adapter from its configuration, for the adapter registry. */
+export function cliAdapterFactory(config: AdapterConfig): Adapter {
+  if (config.kind !== "cli") {
+    throw new TypeError(`Cannot build a CLI adapter from kind '${config.kind}'`);
+  }
+  return createCliAdapter(config.name, config.settings);
+}

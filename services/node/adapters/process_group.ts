@@ -1,0 +1,127 @@
+/**
+ * Runs a command as the leader of its own process group, so that stopping it stops everything it
+ * started (`sh -c "a & b; wait"`), not only the direct child.
+ *
+ * `Deno.Command`'s `detached` option calls `setsid()` in the child before `exec`: the child's pid
+ * is then also its process group id, and `kill(-pid)` reaches every process of the group. Stopping
+ * sends SIGTERM, waits a grace period, then SIGKILL; descendants that left the group (their own
+ * `setsid`) are out of reach, so if one still holds our pipes after that, the pipes are closed
+ * from our side rather than waited on forever.
+ * @module
+ */
+
+/** Default time between SIGTERM and SIGKILL. */
+export const DEFAULT_KILL_GRACE_MS = 2_000;
+/** How long to wait for the pipes to close after SIGKILL before closing them ourselves. */
+const PIPE_DRAIN_MS = 500;
+
+/** Options of {@linkcode spawnGroup}. */
+export interface SpawnGroupOptions {
+  args: string[];
+  /** Set over the current process's environment. */
+  env: Record<string, string>;
+  /** Empty means the current directory. */
+  cwd: string;
+  /** Time between SIGTERM and SIGKILL when stopping. */
+  killGraceMs: number;
+  /** Decoded stdout, piece by piece as it arrives. */
+  onStdout(text: string): void;
+  /** Decoded stderr, piece by piece as it arrives. */
+  onStderr(text: string): void;
+}
+
+/** A running process group led by a spawned command. */
+export interface GroupChild {
+  /** The leader's pid, which is also the process group id. */
+  readonly pid: number;
+  /** The leader's exit status. */
+  readonly status: Promise<Deno.CommandStatus>;
+  /** The leader's exit status, once stdout and stderr have also reached their end. */
+  readonly finished: Promise<Deno.CommandStatus>;
+  /** Signals the whole group: SIGTERM, then SIGKILL after the grace period; resolves when finished. */
+  stop(): Promise<Deno.CommandStatus>;
+  /** Whether stopping had to escalate to SIGKILL. */
+  readonly killed: boolean;
+}
+
+/** Sends `signal` to every process of group `pgid`; false when the group no longer exists. */
+export function signalGroup(pgid: number, signal: Deno.Signal): boolean {
+  try {
+    Deno.kill(-pgid, signal);
+    return true;
+  } catch {
+    // ESRCH: every member already exited, which is what stopping wants.
+    return false;
+  }
+}
+
+/** Resolves true when `promise` settles within `ms`, false otherwise; leaves no timer behind. */
+export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true, () => true), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function pump(
+  reader: ReadableStreamDefaultReader<string>,
+  emit: (text: string) => void,
+): Promise<void> {
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      if (value !== "") emit(value);
+    }
+  } catch {
+    // The stream was cancelled by stop(); there is nothing more to read.
+  }
+}
+
+/**
+ * Spawns `command` in a new process group with piped stdout/stderr and no stdin; throws what
+ * `Deno.Command.spawn` throws (e.g. `Deno.errors.NotFound` for a missing command or cwd).
+ */
+export function spawnGroup(command: string, options: SpawnGroupOptions): GroupChild {
+  const child = new Deno.Command(command, {
+    args: options.args,
+    env: options.env,
+    ...(options.cwd === "" ? {} : { cwd: options.cwd }),
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    detached: true,
+  }).spawn();
+  const stdout = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const stderr = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  const streamsDone = Promise.all([pump(stdout, options.onStdout), pump(stderr, options.onStderr)]);
+  const finished = Promise.all([child.status, streamsDone]).then(([status]) => status);
+  let stopping: Promise<Deno.CommandStatus> | undefined;
+  let killed = false;
+
+  const stop = async (): Promise<Deno.CommandStatus> => {
+    signalGroup(child.pid, "SIGTERM");
+    if (await settlesWithin(finished, options.killGraceMs)) return finished;
+    killed = true;
+    signalGroup(child.pid, "SIGKILL");
+    if (!(await settlesWithin(finished, PIPE_DRAIN_MS))) {
+      await Promise.all([stdout.cancel(), stderr.cancel()]);
+    }
+    return finished;
+  };
+
+  return {
+    pid: child.pid,
+    status: child.status,
+    finished,
+    stop: () => (stopping ??= stop()),
+    get killed() {
+      return killed;
+    },
+  };
+}

@@ -1,0 +1,197 @@
+/**
+ * The Node's run history in a SQLite file, via Deno's built-in `node:sqlite` (no native download).
+ *
+ * The file runs in WAL mode so history reads never block the run that is being recorded. Its
+ * schema version lives in `PRAGMA user_version`: opening applies every migration above the
+ * file's version in one transaction, and refuses a file written by a newer Node.
+ * @module
+ */
+import { DatabaseSync, type SQLInputValue } from "node:sqlite";
+import { IopError } from "../../../shared/errors.ts";
+import type { RunOutcome, RunRecord, RunStatus, RunStore } from "../ports.ts";
+
+/** How many characters of a run's output the store keeps. */
+export const OUTPUT_SUMMARY_CHARS = 2_000;
+
+/** Schema steps; entry `i` takes the file from version `i` to `i + 1`. Append, never edit. */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE runs (
+     run_id TEXT PRIMARY KEY,
+     adapter TEXT NOT NULL,
+     target TEXT NOT NULL,
+     status TEXT NOT NULL,
+     started_at_ms INTEGER NOT NULL,
+     first_output_at_ms INTEGER,
+     finished_at_ms INTEGER,
+     input_tokens INTEGER,
+     output_tokens INTEGER,
+     error_code TEXT,
+     error_message TEXT,
+     error_retryable INTEGER,
+     output_summary TEXT NOT NULL DEFAULT '',
+     exit_code INTEGER
+   );
+   CREATE INDEX runs_by_start ON runs (started_at_ms DESC);
+   CREATE INDEX runs_by_status ON runs (status);`,
+];
+
+/** The schema version this code writes. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+interface RunRow {
+  run_id: string;
+  adapter: string;
+  target: string;
+  status: string;
+  started_at_ms: number;
+  first_output_at_ms: number | null;
+  finished_at_ms: number | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  error_code: string | null;
+  error_message: string | null;
+  error_retryable: number | null;
+  output_summary: string;
+  exit_code: number | null;
+}
+
+function migrate(db: DatabaseSync, path: string): void {
+  const row = db.prepare("PRAGMA user_version").get() as { user_version: number };
+  const version = row.user_version;
+  if (version > SCHEMA_VERSION) {
+    throw new IopError(
+      "INTERNAL",
+      `Cannot open run store '${path}' as its schema version ${version} is newer than this ` +
+        `Node's ${SCHEMA_VERSION}`,
+    );
+  }
+  if (version === SCHEMA_VERSION) return;
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    for (const step of MIGRATIONS.slice(version)) db.exec(step);
+    // PRAGMA takes no bound parameters; the value is our own integer constant.
+    db.exec(`PRAGMA user_version = ${SCHEMA_VERSION}`);
+    db.exec("COMMIT");
+  } catch (err) {
+    db.exec("ROLLBACK");
+    throw err;
+  }
+}
+
+/** Cuts `text` to the summary length without splitting a surrogate pair. */
+function summary(text: string): string {
+  if (text.length <= OUTPUT_SUMMARY_CHARS) return text;
+  const cut = text.slice(0, OUTPUT_SUMMARY_CHARS);
+  const last = cut.charCodeAt(cut.length - 1);
+  return last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
+}
+
+function toRecord(row: RunRow): RunRecord {
+  const record: RunRecord = {
+    runId: row.run_id,
+    adapter: row.adapter,
+    target: row.target,
+    status: row.status as RunStatus,
+    startedAtMs: row.started_at_ms,
+    outputSummary: row.output_summary,
+  };
+  if (row.first_output_at_ms !== null) record.firstOutputAtMs = row.first_output_at_ms;
+  if (row.finished_at_ms !== null) record.finishedAtMs = row.finished_at_ms;
+  if (row.input_tokens !== null && row.output_tokens !== null) {
+    record.usage = { inputTokens: row.input_tokens, outputTokens: row.output_tokens };
+  }
+  if (row.error_code !== null) {
+    record.error = {
+      code: row.error_code,
+      message: row.error_message ?? "",
+      retryable: row.error_retryable === 1,
+    };
+  }
+  if (row.exit_code !== null) record.exitCode = row.exit_code;
+  return record;
+}
+
+/** Opens (creating or migrating as needed) the run store at `path`; `":memory:"` works too. */
+export function openRunStore(path: string): RunStore {
+  const db = new DatabaseSync(path);
+  try {
+    // A second Node process on the same file waits briefly instead of failing at once.
+    db.exec("PRAGMA busy_timeout = 2000");
+    // Migrating first leaves a file from a newer Node exactly as it was.
+    migrate(db, path);
+    db.exec("PRAGMA journal_mode = WAL");
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+
+  const insert = db.prepare(
+    `INSERT INTO runs (run_id, adapter, target, status, started_at_ms)
+     VALUES (?, ?, ?, 'running', ?)`,
+  );
+  const complete = db.prepare(
+    `UPDATE runs SET status = ?, finished_at_ms = ?, first_output_at_ms = ?, input_tokens = ?,
+       output_tokens = ?, error_code = ?, error_message = ?, error_retryable = ?,
+       output_summary = ?, exit_code = ?
+     WHERE run_id = ?`,
+  );
+  const recent = db.prepare(
+    "SELECT * FROM runs ORDER BY started_at_ms DESC, rowid DESC LIMIT ?",
+  );
+  const interrupt = db.prepare(
+    "UPDATE runs SET status = 'interrupted', finished_at_ms = ? WHERE status = 'running'",
+  );
+  let open = true;
+
+  return {
+    startRun({ runId, adapter, target, startedAtMs }) {
+      try {
+        insert.run(runId, adapter, target, startedAtMs);
+      } catch (err) {
+        if (String((err as Error).message).includes("UNIQUE")) {
+          throw new IopError(
+            "INVALID_ARGUMENT",
+            `Cannot start run '${runId}' as it is already recorded`,
+            { cause: err },
+          );
+        }
+        throw err;
+      }
+    },
+    completeRun(runId: string, outcome: RunOutcome) {
+      const values: SQLInputValue[] = [
+        outcome.status,
+        outcome.finishedAtMs,
+        outcome.firstOutputAtMs ?? null,
+        outcome.usage?.inputTokens ?? null,
+        outcome.usage?.outputTokens ?? null,
+        outcome.error?.code ?? null,
+        outcome.error?.message ?? null,
+        outcome.error === undefined ? null : outcome.error.retryable ? 1 : 0,
+        summary(outcome.outputSummary),
+        outcome.exitCode ?? null,
+        runId,
+      ];
+      const { changes } = complete.run(...values);
+      if (changes === 0) {
+        throw new IopError("NOT_FOUND", `Cannot complete run '${runId}' as it was never started`);
+      }
+    },
+    history(limit: number): RunRecord[] {
+      if (!Number.isInteger(limit) || limit < 0) {
+        throw new RangeError(
+          `Cannot read run history as 'limit' must be a non-negative integer: current value is ${limit}`,
+        );
+      }
+      return (recent.all(limit) as unknown as RunRow[]).map(toRecord);
+    },
+    markInterrupted(finishedAtMs: number): number {
+      return Number(interrupt.run(finishedAtMs).changes);
+    },
+    close() {
+      if (!open) return;
+      open = false;
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,217 @@
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { IopError } from "../../../shared/errors.ts";
+import { openRunStore, OUTPUT_SUMMARY_CHARS, SCHEMA_VERSION } from "./sqlite_store.ts";
+
+async function tempDbPath(): Promise<{ path: string } & AsyncDisposable> {
+  const dir = await Deno.makeTempDir({ prefix: "iop_run_store_" });
+  return {
+    path: `${dir}/runs.db`,
+    [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }),
+  };
+}
+
+const run = (runId: string, startedAtMs: number) => ({
+  runId,
+  adapter: "mock",
+  target: "echo",
+  startedAtMs,
+});
+
+Deno.test("a completed run is read back with every recorded field", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("r1", 1_000));
+  store.completeRun("r1", {
+    status: "completed",
+    finishedAtMs: 1_500,
+    firstOutputAtMs: 1_100,
+    usage: { inputTokens: 3, outputTokens: 7 },
+    outputSummary: "hello world",
+    exitCode: 0,
+  });
+  assert.deepEqual(store.history(10), [{
+    runId: "r1",
+    adapter: "mock",
+    target: "echo",
+    status: "completed",
+    startedAtMs: 1_000,
+    firstOutputAtMs: 1_100,
+    finishedAtMs: 1_500,
+    usage: { inputTokens: 3, outputTokens: 7 },
+    outputSummary: "hello world",
+    exitCode: 0,
+  }]);
+  store.close();
+});
+
+Deno.test("a failed run keeps its error code, message and retryability", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("r1", 1_000));
+  store.completeRun("r1", {
+    status: "failed",
+    finishedAtMs: 2_000,
+    error: new IopError("BACKEND_ERROR", "CLI profile 'x' exited with code 3: boom", {
+      exitCode: 3,
+    }),
+    outputSummary: "",
+    exitCode: 3,
+  });
+  store.startRun(run("r2", 3_000));
+  store.completeRun("r2", {
+    status: "failed",
+    finishedAtMs: 3_100,
+    error: new IopError("UNAVAILABLE", "backend down"),
+    outputSummary: "",
+  });
+  const [second, first] = store.history(10);
+  assert.deepEqual(first?.error, {
+    code: "BACKEND_ERROR",
+    message: "CLI profile 'x' exited with code 3: boom",
+    retryable: false,
+  });
+  assert.equal(first?.exitCode, 3);
+  assert.deepEqual(second?.error, {
+    code: "UNAVAILABLE",
+    message: "backend down",
+    retryable: true,
+  });
+  assert.equal(second?.usage, undefined);
+  store.close();
+});
+
+Deno.test("a running run has only its start fields", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("r1", 1_000));
+  assert.deepEqual(store.history(1), [{
+    runId: "r1",
+    adapter: "mock",
+    target: "echo",
+    status: "running",
+    startedAtMs: 1_000,
+    outputSummary: "",
+  }]);
+  store.close();
+});
+
+Deno.test("history lists the newest runs first, up to the limit", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("old", 1_000));
+  store.startRun(run("newest", 3_000));
+  store.startRun(run("middle", 2_000));
+  assert.deepEqual(store.history(2).map((r) => r.runId), ["newest", "middle"]);
+  assert.deepEqual(store.history(10).map((r) => r.runId), ["newest", "middle", "old"]);
+  assert.deepEqual(store.history(0), []);
+  assert.throws(() => store.history(-1), RangeError);
+  store.close();
+});
+
+Deno.test("runs survive closing and reopening the file", async () => {
+  await using tmp = await tempDbPath();
+  const first = openRunStore(tmp.path);
+  first.startRun(run("r1", 1_000));
+  first.completeRun("r1", { status: "completed", finishedAtMs: 1_200, outputSummary: "ok" });
+  first.close();
+  const second = openRunStore(tmp.path);
+  second.startRun(run("r2", 2_000));
+  assert.deepEqual(second.history(10).map((r) => [r.runId, r.status]), [
+    ["r2", "running"],
+    ["r1", "completed"],
+  ]);
+  second.close();
+});
+
+Deno.test("markInterrupted ends runs left running by a previous process", async () => {
+  await using tmp = await tempDbPath();
+  const crashed = openRunStore(tmp.path);
+  crashed.startRun(run("done", 1_000));
+  crashed.completeRun("done", { status: "completed", finishedAtMs: 1_100, outputSummary: "" });
+  crashed.startRun(run("left-a", 2_000));
+  crashed.startRun(run("left-b", 3_000));
+  crashed.close();
+
+  const restarted = openRunStore(tmp.path);
+  assert.equal(restarted.markInterrupted(9_000), 2);
+  const byId = new Map(restarted.history(10).map((r) => [r.runId, r]));
+  assert.equal(byId.get("left-a")?.status, "interrupted");
+  assert.equal(byId.get("left-b")?.finishedAtMs, 9_000);
+  assert.equal(byId.get("done")?.status, "completed");
+  assert.equal(byId.get("done")?.finishedAtMs, 1_100);
+  assert.equal(restarted.markInterrupted(9_500), 0);
+  restarted.close();
+});
+
+Deno.test("the output summary keeps the first 2,000 characters", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("r1", 1_000));
+  const output = "a".repeat(OUTPUT_SUMMARY_CHARS - 1) + "😀" + "tail";
+  store.completeRun("r1", { status: "completed", finishedAtMs: 1_001, outputSummary: output });
+  const summary = store.history(1)[0]?.outputSummary ?? "";
+  // The emoji straddles the limit: the summary drops it instead of keeping half a pair.
+  assert.equal(summary, "a".repeat(OUTPUT_SUMMARY_CHARS - 1));
+  store.close();
+});
+
+Deno.test("starting a run twice is INVALID_ARGUMENT; completing an unknown one NOT_FOUND", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("r1", 1_000));
+  assert.throws(() => store.startRun(run("r1", 1_001)), (e) => {
+    assert.ok(e instanceof IopError);
+    assert.equal(e.code, "INVALID_ARGUMENT");
+    assert.equal(e.message, "Cannot start run 'r1' as it is already recorded");
+    return true;
+  });
+  assert.throws(
+    () => store.completeRun("nope", { status: "cancelled", finishedAtMs: 1, outputSummary: "" }),
+    (e) => e instanceof IopError && e.code === "NOT_FOUND" && /'nope'/.test(e.message),
+  );
+  store.close();
+});
+
+Deno.test("the file is in WAL mode and carries the schema version", async () => {
+  await using tmp = await tempDbPath();
+  openRunStore(tmp.path).close();
+  const db = new DatabaseSync(tmp.path);
+  try {
+    assert.deepEqual({ ...db.prepare("PRAGMA journal_mode").get() }, { journal_mode: "wal" });
+    assert.deepEqual({ ...db.prepare("PRAGMA user_version").get() }, {
+      user_version: SCHEMA_VERSION,
+    });
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("opening a file written by a newer schema fails without touching it", async () => {
+  await using tmp = await tempDbPath();
+  const db = new DatabaseSync(tmp.path);
+  db.exec(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`);
+  db.close();
+  assert.throws(() => openRunStore(tmp.path), (e) => {
+    assert.ok(e instanceof IopError);
+    assert.equal(e.code, "INTERNAL");
+    assert.match(e.message, /schema version 2 is newer than this Node's 1/);
+    return true;
+  });
+  const check = new DatabaseSync(tmp.path);
+  try {
+    assert.deepEqual({ ...check.prepare("PRAGMA user_version").get() }, {
+      user_version: SCHEMA_VERSION + 1,
+    });
+    assert.deepEqual({ ...check.prepare("PRAGMA journal_mode").get() }, { journal_mode: "delete" });
+    assert.equal(check.prepare("SELECT name FROM sqlite_master").all().length, 0);
+  } finally {
+    check.close();
+  }
+});
+
+Deno.test("close is idempotent", () => {
+  const store = openRunStore(":memory:");
+  store.close();
+  store.close();
+});
