@@ -1,0 +1,350 @@
+/**
+ * The Edge's configuration: one YAML file plus `IOP_EDGE_*` overrides, validated whole into an
+ * immutable snapshot. A reload builds a new snapshot and swaps it in only when it is valid.
+ * @module
+ */
+import {
+  applyEnvOverrides,
+  ConfigError,
+  ConfigReader,
+  type EnvOverride,
+  readYamlFile,
+} from "../../shared/config.ts";
+
+/** An adapter instance a node record declares. */
+export type NodeAdapterRecord =
+  & { name: string; enabled: boolean }
+  & (
+    | {
+      kind: "mock";
+      tokens: number;
+      tokenDelayMs: number;
+      startDelayMs: number;
+      failWith: string;
+      failRetryable: boolean;
+    }
+    | { kind: "cli"; profiles: CliProfileRecord[] }
+    | {
+      kind: "ollama" | "vllm" | "openai_compat";
+      baseUrl: string;
+      apiKey: string;
+      apiKeyEnv: string;
+      connectTimeoutMs: number;
+      firstTokenTimeoutMs: number;
+      idleTimeoutMs: number;
+      models: string[];
+    }
+  );
+
+/** A CLI profile a node record declares. */
+export interface CliProfileRecord {
+  name: string;
+  command: string;
+  args: string[];
+  resumeArgs: string[];
+  env: Record<string, string>;
+  cwd: string;
+  timeoutMs: number;
+  description: string;
+}
+
+/** A provider: one model served by one adapter on one node, a member of a model group's pool. */
+export interface ProviderRecord {
+  id: string;
+  adapter: string;
+  target: string;
+  modelGroup: string;
+  maxConcurrency: number;
+}
+
+/** A pre-registered node. */
+export interface NodeRecord {
+  id: string;
+  alias: string;
+  token: string;
+  maxConcurrentRuns: number;
+  adapters: NodeAdapterRecord[];
+  providers: ProviderRecord[];
+}
+
+/** A public model name and how it maps to `adapter + target`. */
+export interface ModelRecord {
+  name: string;
+  aliases: string[];
+  /** `pool`: served by providers whose model_group is this name; `direct`: one adapter+target. */
+  route: "pool" | "direct";
+  adapter: string;
+  target: string;
+  queue: { maxLength: number; maxWaitMs: number };
+}
+
+/** An agent the Edge publishes (A2A) or runs as a domain automation. */
+export interface AgentRecord {
+  id: string;
+  name: string;
+  description: string;
+  /** `a2a`: published over A2A; `domain`: an automation reported to the Control Plane. */
+  kind: "a2a" | "domain";
+  adapter: string;
+  target: string;
+  skills: { id: string; name: string; description: string; tags: string[] }[];
+  /** Named commands of a domain agent, each a CLI profile or target. */
+  commands: { name: string; adapter: string; target: string }[];
+}
+
+/** The whole validated Edge configuration. */
+export interface EdgeConfig {
+  file: string;
+  edge: { id: string; labels: Record<string, string> };
+  http: { host: string; port: number; maxBodyBytes: number; apiKeys: string[] };
+  wire: {
+    host: string;
+    port: number;
+    maxFrameBytes: number;
+    heartbeatIntervalMs: number;
+    registerTimeoutMs: number;
+  };
+  controlPlane: { address: string; credential: string; reconnectMaxMs: number };
+  a2a: { taskRetentionMs: number; publicUrl: string };
+  nodes: NodeRecord[];
+  models: ModelRecord[];
+  agents: AgentRecord[];
+}
+
+/** Environment variables that override Edge config keys. */
+export const EDGE_ENV: readonly EnvOverride[] = [
+  { env: "IOP_EDGE_ID", path: "edge.id", type: "string" },
+  { env: "IOP_EDGE_HTTP_HOST", path: "http.host", type: "string" },
+  { env: "IOP_EDGE_HTTP_PORT", path: "http.port", type: "number" },
+  { env: "IOP_EDGE_API_KEYS", path: "http.api_keys", type: "list" },
+  { env: "IOP_EDGE_WIRE_HOST", path: "wire.host", type: "string" },
+  { env: "IOP_EDGE_WIRE_PORT", path: "wire.port", type: "number" },
+  { env: "IOP_EDGE_HEARTBEAT_INTERVAL_MS", path: "wire.heartbeat_interval_ms", type: "number" },
+  { env: "IOP_EDGE_CP_ADDRESS", path: "control_plane.address", type: "string" },
+  { env: "IOP_EDGE_CP_CREDENTIAL", path: "control_plane.credential", type: "string" },
+  { env: "IOP_EDGE_A2A_PUBLIC_URL", path: "a2a.public_url", type: "string" },
+];
+
+/** Loads and validates the Edge config file with environment overrides. */
+export async function loadEdgeConfig(
+  file: string,
+  env?: (name: string) => string | undefined,
+): Promise<EdgeConfig> {
+  const raw = applyEnvOverrides(await readYamlFile(file), EDGE_ENV, env);
+  return parseEdgeConfig(raw, file);
+}
+
+/** Validates a raw config object; throws {@linkcode ConfigError} naming the bad key. */
+export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
+  const root = new ConfigReader(file, raw);
+  const edge = root.section("edge");
+  const http = root.section("http");
+  const wire = root.section("wire");
+  const cp = root.section("control_plane");
+  const a2a = root.section("a2a");
+  const nodes = root.list("nodes").map(parseNode);
+  checkUnique(file, nodes.map((n, i) => [`nodes[${i}].id`, n.id]), "node id");
+  checkUnique(file, nodes.map((n, i) => [`nodes[${i}].token`, n.token]), "node token");
+  checkUnique(
+    file,
+    nodes.map((n, i) => [`nodes[${i}].alias`, n.alias] as [string, string]).filter(([, a]) =>
+      a !== ""
+    ),
+    "node alias",
+  );
+  const ids = new Set(nodes.map((n) => n.id));
+  nodes.forEach((n, i) => {
+    if (n.alias && n.alias !== n.id && ids.has(n.alias)) {
+      throw new ConfigError(file, `nodes[${i}].alias`, `'${n.alias}' is already another node's id`);
+    }
+  });
+  const providerIds = nodes.flatMap((n, i) =>
+    n.providers.map((p, j) => [`nodes[${i}].providers[${j}].id`, p.id] as [string, string])
+  );
+  checkUnique(file, providerIds, "provider id");
+  const models = root.list("models").map(parseModel);
+  checkUnique(
+    file,
+    models.flatMap((
+      m,
+      i,
+    ) => [
+      [`models[${i}].name`, m.name] as [string, string],
+      ...m.aliases.map((a, j) => [`models[${i}].aliases[${j}]`, a] as [string, string]),
+    ]),
+    "model name or alias",
+  );
+  return {
+    file,
+    edge: { id: edge.nonEmpty("id", "edge-local"), labels: edge.stringMap("labels") },
+    http: {
+      host: http.nonEmpty("host", "127.0.0.1"),
+      port: http.number("port", 8080, { min: 0, max: 65535 }),
+      maxBodyBytes: http.number("max_body_bytes", 1024 * 1024, { min: 1024 }),
+      apiKeys: http.strings("api_keys").filter((k) => k !== ""),
+    },
+    wire: {
+      host: wire.nonEmpty("host", "127.0.0.1"),
+      port: wire.number("port", 7100, { min: 0, max: 65535 }),
+      maxFrameBytes: wire.number("max_frame_bytes", 4 * 1024 * 1024, { min: 1024 }),
+      heartbeatIntervalMs: wire.number("heartbeat_interval_ms", 2000, { min: 50 }),
+      registerTimeoutMs: wire.number("register_timeout_ms", 10_000, { min: 100 }),
+    },
+    controlPlane: {
+      address: cp.string("address", ""),
+      credential: cp.string("credential", ""),
+      reconnectMaxMs: cp.number("reconnect_max_ms", 10_000, { min: 100 }),
+    },
+    a2a: {
+      taskRetentionMs: a2a.number("task_retention_ms", 3_600_000, { min: 1000 }),
+      publicUrl: a2a.string("public_url", ""),
+    },
+    nodes,
+    models,
+    agents: root.list("agents").map(parseAgent),
+  };
+}
+
+function checkUnique(file: string, entries: [string, string][], what: string): void {
+  const seen = new Map<string, string>();
+  for (const [path, value] of entries) {
+    const first = seen.get(value);
+    if (first !== undefined) {
+      throw new ConfigError(
+        file,
+        path,
+        `duplicate ${what} '${redactIfToken(what, value)}' (first at ${first})`,
+      );
+    }
+    seen.set(value, path);
+  }
+}
+
+function redactIfToken(what: string, value: string): string {
+  return what.includes("token") ? `${value.slice(0, 2)}…` : value;
+}
+
+function parseNode(r: ConfigReader): NodeRecord {
+  const adapters = r.list("adapters").map(parseAdapter);
+  checkUnique(
+    r.file,
+    adapters.map((a, i) => [`${r.path}.adapters[${i}].name`, a.name]),
+    "adapter name",
+  );
+  const providers = r.list("providers").map((p) => ({
+    id: p.nonEmpty("id"),
+    adapter: p.nonEmpty("adapter"),
+    target: p.nonEmpty("target"),
+    modelGroup: p.string("model_group", ""),
+    maxConcurrency: p.number("max_concurrency", 1, { min: 1 }),
+  }));
+  providers.forEach((p, j) => {
+    const matches = adapters.filter((a) => a.name === p.adapter);
+    const path = `providers[${j}].adapter`;
+    if (matches.length === 0) {
+      throw r.error(path, `adapter '${p.adapter}' is not defined on this node`);
+    }
+    if (!matches[0]!.enabled) {
+      throw r.error(path, `adapter '${p.adapter}' is disabled on this node`);
+    }
+  });
+  return {
+    id: r.nonEmpty("id"),
+    alias: r.string("alias", ""),
+    token: r.nonEmpty("token"),
+    maxConcurrentRuns: r.number("max_concurrent_runs", 0, { min: 0 }),
+    adapters,
+    providers,
+  };
+}
+
+const ADAPTER_KINDS = ["mock", "cli", "ollama", "vllm", "openai_compat"] as const;
+
+function parseAdapter(r: ConfigReader): NodeAdapterRecord {
+  const kind = r.oneOf("kind", ADAPTER_KINDS);
+  const base = { name: r.nonEmpty("name", kind), enabled: r.boolean("enabled", true) };
+  switch (kind) {
+    case "mock":
+      return {
+        ...base,
+        kind,
+        tokens: r.number("tokens", 8, { min: 0 }),
+        tokenDelayMs: r.number("token_delay_ms", 20, { min: 0 }),
+        startDelayMs: r.number("start_delay_ms", 0, { min: 0 }),
+        failWith: r.string("fail_with", ""),
+        failRetryable: r.boolean("fail_retryable", false),
+      };
+    case "cli": {
+      const profiles = r.list("profiles").map(parseProfile);
+      checkUnique(
+        r.file,
+        profiles.map((p, i) => [`${r.path}.profiles[${i}].name`, p.name]),
+        "CLI profile name",
+      );
+      return { ...base, kind, profiles };
+    }
+    default:
+      return {
+        ...base,
+        kind,
+        baseUrl: r.nonEmpty("base_url"),
+        apiKey: r.string("api_key", ""),
+        apiKeyEnv: r.string("api_key_env", ""),
+        connectTimeoutMs: r.number("connect_timeout_ms", 10_000, { min: 0 }),
+        firstTokenTimeoutMs: r.number("first_token_timeout_ms", 120_000, { min: 0 }),
+        idleTimeoutMs: r.number("idle_timeout_ms", 60_000, { min: 0 }),
+        models: r.strings("models"),
+      };
+  }
+}
+
+function parseProfile(r: ConfigReader): CliProfileRecord {
+  return {
+    name: r.nonEmpty("name"),
+    command: r.nonEmpty("command"),
+    args: r.strings("args"),
+    resumeArgs: r.strings("resume_args"),
+    env: r.stringMap("env"),
+    cwd: r.string("cwd", ""),
+    timeoutMs: r.number("timeout_ms", 0, { min: 0 }),
+    description: r.string("description", ""),
+  };
+}
+
+function parseModel(r: ConfigReader): ModelRecord {
+  const route = r.oneOf("route", ["pool", "direct"] as const, r.has("adapter") ? "direct" : "pool");
+  const queue = r.section("queue");
+  return {
+    name: r.nonEmpty("name"),
+    aliases: r.strings("aliases"),
+    route,
+    adapter: route === "direct" ? r.nonEmpty("adapter") : r.string("adapter", ""),
+    target: route === "direct" ? r.nonEmpty("target") : r.string("target", ""),
+    queue: {
+      maxLength: queue.number("max_length", 64, { min: 0 }),
+      maxWaitMs: queue.number("max_wait_ms", 30_000, { min: 0 }),
+    },
+  };
+}
+
+function parseAgent(r: ConfigReader): AgentRecord {
+  return {
+    id: r.nonEmpty("id"),
+    name: r.nonEmpty("name", r.nonEmpty("id")),
+    description: r.string("description", ""),
+    kind: r.oneOf("kind", ["a2a", "domain"] as const, "a2a"),
+    adapter: r.string("adapter", ""),
+    target: r.string("target", ""),
+    skills: r.list("skills").map((s) => ({
+      id: s.nonEmpty("id"),
+      name: s.nonEmpty("name", s.nonEmpty("id")),
+      description: s.string("description", ""),
+      tags: s.strings("tags"),
+    })),
+    commands: r.list("commands").map((c) => ({
+      name: c.nonEmpty("name"),
+      adapter: c.nonEmpty("adapter"),
+      target: c.nonEmpty("target"),
+    })),
+  };
+}

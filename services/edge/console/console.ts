@@ -1,0 +1,217 @@
+/**
+ * The edge-local ops console: `/` commands read line by line, answered through the service
+ * layer, so an operator can diagnose and drive the group with no Control Plane. Runs stream
+ * their output live while the console keeps accepting commands (e.g. `/cancel`).
+ * @module
+ */
+import { toIopError } from "../../../shared/errors.ts";
+import { runInput } from "../../../shared/run.ts";
+import type { RunHandle } from "../ports.ts";
+import type { EdgeService } from "../service.ts";
+import { formatHistory, formatNodes, formatStatus } from "./format.ts";
+
+/** Where the console writes; one call per piece of text. */
+export type ConsoleOutput = (text: string) => void;
+
+const HELP = `Commands:
+  /nodes                               connected and configured nodes
+  /status                              resource-first status of the group
+  /run <adapter> <target> <prompt...>  start a run and stream its output
+  /run @<node> <adapter> <target> ...  the same, pinned to one node
+  /cancel <run-id>                     cancel a run
+  /runs                                runs started from this console that are still going
+  /history <node> [limit]              the node's recent runs from its history
+  /reload                              re-read the config file (kept when invalid)
+  /help                                this text
+  /quit                                leave the console (the edge keeps running)`;
+
+/** An interactive console bound to one service. */
+export class OpsConsole {
+  readonly #service: EdgeService;
+  readonly #out: ConsoleOutput;
+  readonly #runs = new Map<string, RunHandle>();
+  readonly #streams = new Set<Promise<void>>();
+
+  constructor(service: EdgeService, out: ConsoleOutput) {
+    this.#service = service;
+    this.#out = out;
+  }
+
+  /** Reads commands from `input` until it ends or `/quit`; then waits for started runs to end. */
+  async serve(input: ReadableStream<Uint8Array>, prompt = "iop> "): Promise<void> {
+    this.#out(`IOP edge console (${this.#service.config.edge.id}). Type /help.\n${prompt}`);
+    const lines = input.pipeThrough(new TextDecoderStream()).pipeThrough(lineSplitter());
+    for await (const line of lines) {
+      const keepGoing = await this.execute(line);
+      if (!keepGoing) break;
+      this.#out(prompt);
+    }
+    await Promise.allSettled([...this.#streams]);
+  }
+
+  /** Executes one command line; returns false on `/quit`. */
+  async execute(line: string): Promise<boolean> {
+    const trimmed = line.trim();
+    if (trimmed === "") return true;
+    const [command, ...args] = trimmed.split(/\s+/);
+    try {
+      switch (command) {
+        case "/help":
+          this.#out(`${HELP}\n`);
+          break;
+        case "/nodes":
+          this.#out(formatNodes(this.#service.status()));
+          break;
+        case "/status":
+          this.#out(formatStatus(this.#service.status()));
+          break;
+        case "/run":
+          await this.#run(trimmed.slice("/run".length).trim());
+          break;
+        case "/cancel":
+          this.#cancel(args[0]);
+          break;
+        case "/runs":
+          this.#out(
+            this.#runs.size === 0
+              ? "no runs in progress\n"
+              : [...this.#runs.values()].map((r) =>
+                `${r.runId} ${r.adapter}/${r.target} on ${r.nodeId}\n`
+              ).join(""),
+          );
+          break;
+        case "/history":
+          await this.#history(args[0], args[1]);
+          break;
+        case "/reload": {
+          const result = await this.#service.reload();
+          this.#out(`${result.ok ? "reloaded" : "reload failed"}: ${result.detail}\n`);
+          break;
+        }
+        case "/quit":
+        case "/exit":
+          return false;
+        default:
+          this.#out(`unknown command '${command}'; type /help\n`);
+      }
+    } catch (err) {
+      const e = toIopError(err);
+      this.#out(`error ${e.code}: ${e.message}\n`);
+    }
+    return true;
+  }
+
+  async #run(rest: string): Promise<void> {
+    let node: string | undefined;
+    let text = rest;
+    if (text.startsWith("@")) {
+      const space = text.indexOf(" ");
+      node = space < 0 ? text.slice(1) : text.slice(1, space);
+      text = space < 0 ? "" : text.slice(space + 1).trim();
+    }
+    const match = text.match(/^(\S+)\s+(\S+)\s*([\s\S]*)$/);
+    if (!match) {
+      this.#out("usage: /run [@node] <adapter> <target> <prompt...>\n");
+      return;
+    }
+    const [, adapter, target, prompt] = match as unknown as [string, string, string, string];
+    const handle = await this.#service.submitRun({
+      ...runInput({
+        adapter,
+        target,
+        prompt,
+        messages: prompt ? [{ role: "user", content: prompt }] : [],
+      }),
+      ...(node ? { node } : {}),
+    });
+    this.#runs.set(handle.runId, handle);
+    this.#out(`run ${handle.runId} started on ${handle.nodeId} (${adapter}/${target})\n`);
+    const stream = this.#stream(handle).finally(() => {
+      this.#runs.delete(handle.runId);
+      this.#streams.delete(stream);
+    });
+    this.#streams.add(stream);
+  }
+
+  async #stream(handle: RunHandle): Promise<void> {
+    const tag = handle.runId.slice(0, 12);
+    for await (const event of handle.events()) {
+      switch (event.type) {
+        case "output":
+          this.#out(event.text);
+          break;
+        case "log":
+          this.#out(`\n[${tag} ${event.stream}] ${event.text.trimEnd()}\n`);
+          break;
+        case "tool_call":
+          this.#out(`\n[${tag} tool] ${event.call.name}(${event.call.arguments})\n`);
+          break;
+        case "completed":
+          this.#out(
+            `\n[${tag} completed] finish=${event.finishReason} exit=${event.exitCode}` +
+              (event.usage
+                ? ` tokens in=${event.usage.inputTokens} out=${event.usage.outputTokens}`
+                : "") +
+              "\n",
+          );
+          break;
+        case "failed":
+          this.#out(`\n[${tag} failed] ${event.code}: ${event.message}\n`);
+          break;
+        case "cancelled":
+          this.#out(`\n[${tag} cancelled] ${event.reason}\n`);
+          break;
+        case "started":
+        case "usage":
+          break;
+      }
+    }
+  }
+
+  #cancel(runId: string | undefined): void {
+    if (!runId) {
+      this.#out("usage: /cancel <run-id>\n");
+      return;
+    }
+    const full = this.#resolveRunId(runId);
+    this.#out(
+      this.#service.cancelRun(full, "cancelled from console")
+        ? `cancelling ${full}\n`
+        : `no run '${runId}' in progress\n`,
+    );
+  }
+
+  #resolveRunId(prefix: string): string {
+    const matches = [...this.#runs.keys()].filter((id) => id.startsWith(prefix));
+    return matches.length === 1 ? matches[0]! : prefix;
+  }
+
+  async #history(node: string | undefined, limit: string | undefined): Promise<void> {
+    if (!node) {
+      this.#out("usage: /history <node> [limit]\n");
+      return;
+    }
+    const n = limit ? Number(limit) : 20;
+    if (!Number.isInteger(n) || n <= 0) {
+      this.#out(`limit must be a positive whole number: current value is '${limit}'\n`);
+      return;
+    }
+    const result = await this.#service.nodeCommand(node, { type: "history", limit: n });
+    if (result.type === "history") this.#out(formatHistory(node, result.runs));
+  }
+}
+
+function lineSplitter(): TransformStream<string, string> {
+  let buffer = "";
+  return new TransformStream({
+    transform(chunk, controller) {
+      buffer += chunk;
+      const lines = buffer.split(/\r?\n/);
+      buffer = lines.pop() ?? "";
+      for (const line of lines) controller.enqueue(line);
+    },
+    flush(controller) {
+      if (buffer) controller.enqueue(buffer);
+    },
+  });
+}

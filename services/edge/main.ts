@@ -1,0 +1,82 @@
+/**
+ * Starts an Edge: reads its config, serves the node wire and HTTP, and (with `--console` or an
+ * interactive terminal) the ops console on stdin. Usage: `deno task edge [--config FILE]`.
+ * @module
+ */
+import { Registry } from "prom-client";
+import { configPathFromArgs } from "../../shared/config.ts";
+import { createLogger } from "../../shared/log.ts";
+import { IOP_VERSION } from "../../shared/version.ts";
+import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
+import { loadEdgeConfig } from "./config.ts";
+import { OpsConsole } from "./console/console.ts";
+import { createEdgeMetrics } from "./edge_metrics.ts";
+import { createEdgeHttp } from "./http/app.ts";
+import { EdgeService } from "./service.ts";
+import { startNodeServer } from "./transport/node_server.ts";
+
+const logger = createLogger("edge");
+const file = configPathFromArgs(Deno.args, "deploy/config/edge.yaml");
+let config;
+try {
+  config = await loadEdgeConfig(file);
+} catch (err) {
+  logger.error("cannot start edge: invalid config", { err });
+  Deno.exit(2);
+}
+
+const registry = new Registry();
+const metrics = createEdgeMetrics(registry);
+const service = new EdgeService({
+  config,
+  logger: logger.with({ edge_id: config.edge.id }),
+  version: IOP_VERSION,
+  metrics,
+  loadConfig: () => loadEdgeConfig(file),
+});
+
+const wire = startNodeServer({
+  hostname: config.wire.host,
+  port: config.wire.port,
+  service,
+  logger: createLogger("edge.transport").with({ edge_id: config.edge.id }),
+  wireMetrics: createWireMetrics(registry, "edge", "node"),
+  metrics,
+});
+
+const app = createEdgeHttp(service, registry);
+const http = Deno.serve({
+  hostname: config.http.host,
+  port: config.http.port,
+  onListen: () => {},
+}, app.fetch);
+
+logger.info("edge listening", {
+  edge_id: config.edge.id,
+  http: `${http.addr.hostname}:${http.addr.port}`,
+  node_wire: `${wire.hostname}:${wire.port}`,
+  nodes_configured: config.nodes.length,
+});
+
+let stopping = false;
+const shutdown = async (reason: string) => {
+  if (stopping) return;
+  stopping = true;
+  logger.info("edge stopping", { reason });
+  await wire.close();
+  await http.shutdown();
+  Deno.exit(0);
+};
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  Deno.addSignalListener(signal, () => void shutdown(signal));
+}
+
+if (
+  Deno.args.includes("--console") ||
+  (Deno.stdin.isTerminal() && !Deno.args.includes("--no-console"))
+) {
+  const encoder = new TextEncoder();
+  const console = new OpsConsole(service, (text) => Deno.stdout.writeSync(encoder.encode(text)));
+  await console.serve(Deno.stdin.readable);
+  if (!Deno.args.includes("--stay")) await shutdown("console closed");
+}

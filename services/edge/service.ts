@@ -1,0 +1,370 @@
+/**
+ * The Edge's surface-neutral service layer. Every surface (ops console, HTTP APIs, A2A, the
+ * Control Plane link) submits and cancels runs, sends node commands, reads status and listens
+ * to events through this class; the node transport feeds it connections and run events.
+ * @module
+ */
+import { IopError } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { RunEvent } from "../../shared/run.ts";
+import { ActiveRun } from "./active_run.ts";
+import type { EdgeConfig, NodeRecord } from "./config.ts";
+import type { EdgeMetrics } from "./edge_metrics.ts";
+import { EventBus } from "./event_bus.ts";
+import { NodeStore } from "./nodes/node_store.ts";
+import { NodeRegistry, type NodeSession } from "./nodes/registry.ts";
+import type {
+  EdgeEvent,
+  NodeCommand,
+  NodeCommandResult,
+  NodeLink,
+  RunHandle,
+  RunSubmission,
+  StatusSnapshot,
+  SubmitOptions,
+} from "./ports.ts";
+import { pickNode } from "./routing.ts";
+import { buildStatusSnapshot } from "./status.ts";
+
+/** How long a cancelled run may take to confirm before the Edge ends it itself. */
+const CANCEL_GRACE_MS = 5_000;
+const COMMAND_TIMEOUT_MS = 10_000;
+
+/** Options of {@linkcode EdgeService}. */
+export interface EdgeServiceOptions {
+  config: EdgeConfig;
+  logger: Logger;
+  version: string;
+  metrics?: EdgeMetrics;
+  /** Defaults to Date.now. */
+  now?: () => number;
+  /** Reads the config file anew for `reload`; absent means reload is unsupported. */
+  loadConfig?: () => Promise<EdgeConfig>;
+}
+
+/** A node that registered: what the transport hands the service. */
+export interface NodeConnection {
+  record: NodeRecord;
+  link: NodeLink;
+  version: string;
+  hostname: string;
+}
+
+/** The Edge service layer. */
+export class EdgeService {
+  #config: EdgeConfig;
+  #store: NodeStore;
+  readonly #registry = new NodeRegistry();
+  readonly #runs = new Map<string, ActiveRun>();
+  readonly #bus: EventBus;
+  readonly #logger: Logger;
+  readonly #metrics: EdgeMetrics | undefined;
+  readonly #now: () => number;
+  readonly #version: string;
+  readonly #startedAtMs: number;
+  readonly #loadConfig: (() => Promise<EdgeConfig>) | undefined;
+
+  constructor(options: EdgeServiceOptions) {
+    this.#config = options.config;
+    this.#store = new NodeStore(options.config.nodes);
+    this.#logger = options.logger;
+    this.#metrics = options.metrics;
+    this.#now = options.now ?? Date.now;
+    this.#version = options.version;
+    this.#bus = new EventBus(options.logger);
+    this.#startedAtMs = this.#now();
+    this.#loadConfig = options.loadConfig;
+  }
+
+  /** The configuration snapshot in force. */
+  get config(): EdgeConfig {
+    return this.#config;
+  }
+
+  /** The node records of the configuration in force. */
+  get nodeStore(): NodeStore {
+    return this.#store;
+  }
+
+  /** Subscribes to the event bus; returns the unsubscribe function. */
+  subscribe(listener: (event: EdgeEvent) => void): () => void {
+    return this.#bus.subscribe(listener);
+  }
+
+  /** Publishes an event on the bus (used by the transport and other Edge parts). */
+  publish(event: EdgeEvent): void {
+    this.#bus.publish(event);
+  }
+
+  // --- transport side -------------------------------------------------------------------------
+
+  /** Records a registered node; a previous connection of the same node is closed. */
+  nodeConnected(conn: NodeConnection): NodeSession {
+    const now = this.#now();
+    const session: NodeSession = {
+      id: conn.record.id,
+      alias: conn.record.alias,
+      record: conn.record,
+      link: conn.link,
+      version: conn.version,
+      hostname: conn.hostname,
+      connectedAtMs: now,
+      lastSeenMs: now,
+      inFlight: 0,
+      draining: false,
+      adapters: [],
+    };
+    const replaced = this.#registry.add(session);
+    if (replaced) {
+      this.#failRunsOf(replaced, "node reconnected on a new connection");
+      replaced.link.close("replaced by a new connection of the same node");
+    }
+    this.#metrics?.nodesConnected.set(this.#registry.size);
+    this.#bus.publish({
+      type: "node_registered",
+      atMs: now,
+      nodeId: session.id,
+      alias: session.alias,
+      version: session.version,
+    });
+    return session;
+  }
+
+  /** Forgets a node whose connection ended and fails its runs in flight with NODE_LOST. */
+  nodeDisconnected(session: NodeSession, reason: string): void {
+    if (!this.#registry.remove(session)) return;
+    this.#failRunsOf(session, reason);
+    this.#metrics?.nodesConnected.set(this.#registry.size);
+    this.#bus.publish({ type: "node_disconnected", atMs: this.#now(), nodeId: session.id, reason });
+  }
+
+  /** Relays one run event from a node. */
+  runEvent(session: NodeSession, event: RunEvent): void {
+    const run = this.#runs.get(event.runId);
+    if (!run || run.nodeId !== session.id) {
+      this.#logger.debug("run event for unknown run dropped", {
+        node_id: session.id,
+        run_id: event.runId,
+      });
+      return;
+    }
+    if (run.offer(event) === "terminal") this.#settle(run, session);
+  }
+
+  // --- surfaces -------------------------------------------------------------------------------
+
+  /**
+   * Dispatches a run to an eligible node. Rejects with NOT_FOUND when no node offers the
+   * adapter and target, UNAVAILABLE when none that does is connected.
+   */
+  submitRun(submission: RunSubmission, options: SubmitOptions = {}): Promise<RunHandle> {
+    if (submission.modelGroup) {
+      return Promise.reject(
+        new IopError("NOT_FOUND", `Cannot route model group '${submission.modelGroup}'`),
+      );
+    }
+    const session = pickNode(this.#registry.list(), this.#store, submission);
+    return this.dispatch(session, submission, options);
+  }
+
+  /** Sends a run to a chosen node and tracks it; exposed for routing layers (provider pools). */
+  async dispatch(
+    session: NodeSession,
+    submission: RunSubmission,
+    options: SubmitOptions = {},
+  ): Promise<ActiveRun> {
+    options.signal?.throwIfAborted();
+    const runId = `run_${crypto.randomUUID().replaceAll("-", "")}`;
+    const run = new ActiveRun(
+      {
+        runId,
+        nodeId: session.id,
+        adapter: submission.adapter,
+        target: submission.target,
+        startedAtMs: this.#now(),
+      },
+      (reason) => this.cancelRun(runId, reason),
+    );
+    this.#runs.set(runId, run);
+    session.inFlight++;
+    this.#metrics?.runsStarted.inc();
+    this.#metrics?.runsInFlight.set(this.#runs.size);
+    const { node: _node, modelGroup: _group, ...input } = submission;
+    try {
+      await session.link.run(runId, input);
+    } catch (err) {
+      run.finish({
+        type: "failed",
+        code: "UNAVAILABLE",
+        message: `Cannot send run to node '${session.id}': ${(err as Error).message}`,
+        retryable: true,
+      }, this.#now());
+      this.#settle(run, session);
+      throw new IopError("UNAVAILABLE", `Cannot send run to node '${session.id}'`, { cause: err });
+    }
+    this.#bus.publish({
+      type: "run_started",
+      atMs: this.#now(),
+      runId,
+      nodeId: session.id,
+      adapter: run.adapter,
+      target: run.target,
+    });
+    if (options.signal) {
+      const signal = options.signal;
+      const onAbort = () => this.cancelRun(runId, "client went away");
+      signal.addEventListener("abort", onAbort, { once: true });
+      void run.done.then(() => signal.removeEventListener("abort", onAbort));
+    }
+    return run;
+  }
+
+  /** Asks the run's node to cancel it; returns false for an unknown or finished run. */
+  cancelRun(runId: string, reason = "cancelled"): boolean {
+    const run = this.#runs.get(runId);
+    if (!run || run.finished) return false;
+    const session = this.#registry.get(run.nodeId);
+    session?.link.cancel(runId, reason);
+    // A node that never confirms must not leave the run hanging.
+    const timer = setTimeout(() => {
+      const terminal = run.finish({ type: "cancelled", reason }, this.#now());
+      if (terminal) this.#settle(run, session);
+    }, session ? CANCEL_GRACE_MS : 0);
+    void run.done.then(() => clearTimeout(timer));
+    return true;
+  }
+
+  /** A run in flight by id. */
+  getRun(runId: string): RunHandle | undefined {
+    return this.#runs.get(runId);
+  }
+
+  /** Sends a command to a connected node. */
+  async nodeCommand(node: string, command: NodeCommand): Promise<NodeCommandResult> {
+    const session = this.#registry.get(node);
+    if (!session) {
+      if (this.#store.byName(node)) {
+        throw new IopError("UNAVAILABLE", `Cannot reach node '${node}' as it is not connected`);
+      }
+      throw new IopError("NOT_FOUND", `Cannot find node '${node}'`);
+    }
+    return await session.link.command(command, COMMAND_TIMEOUT_MS);
+  }
+
+  /** Marks a node as draining (no new runs) or not; false when it is not connected. */
+  drainNode(node: string, draining: boolean): boolean {
+    const session = this.#registry.get(node);
+    if (!session) return false;
+    session.draining = draining;
+    return true;
+  }
+
+  /** Applies a config_applied report from a node. */
+  nodeAdaptersApplied(session: NodeSession, adapters: string[], rejected: Record<string, string>) {
+    session.adapters = adapters;
+    this.#bus.publish({
+      type: "node_config_applied",
+      atMs: this.#now(),
+      nodeId: session.id,
+      adapters,
+      rejected,
+    });
+  }
+
+  /** The resource-first status snapshot of this Edge's group. */
+  status(): StatusSnapshot {
+    return buildStatusSnapshot({
+      edgeId: this.#config.edge.id,
+      version: this.#version,
+      startedAtMs: this.#startedAtMs,
+      runsInFlight: this.#runs.size,
+      records: this.#store.list(),
+      sessions: this.#registry.list(),
+    });
+  }
+
+  /** Connected sessions, for routing layers. */
+  sessions(): NodeSession[] {
+    return this.#registry.list();
+  }
+
+  /**
+   * Swaps in a new configuration. Connected nodes whose record vanished or changed token are
+   * disconnected; the rest keep running.
+   */
+  applyConfig(config: EdgeConfig): void {
+    const store = new NodeStore(config.nodes);
+    this.#config = config;
+    this.#store = store;
+    for (const session of this.#registry.list()) {
+      const record = store.byName(session.id);
+      if (!record || record.token !== session.record.token) {
+        session.link.close("node removed from config or its token changed");
+      }
+    }
+  }
+
+  /**
+   * Re-reads the configuration and swaps it in when the whole file is valid; otherwise keeps
+   * the configuration in force. Listener addresses take effect only after a restart.
+   */
+  async reload(): Promise<{ ok: boolean; detail: string }> {
+    const load = this.#loadConfig;
+    let result: { ok: boolean; detail: string };
+    if (!load) {
+      result = { ok: false, detail: "this edge was started without a config file to reload" };
+    } else {
+      try {
+        const next = await load();
+        this.applyConfig(next);
+        result = {
+          ok: true,
+          detail:
+            `loaded ${next.nodes.length} nodes, ${next.models.length} models from ${next.file}`,
+        };
+      } catch (err) {
+        result = { ok: false, detail: `kept the previous config: ${(err as Error).message}` };
+      }
+    }
+    this.#bus.publish({ type: "config_reloaded", atMs: this.#now(), ...result });
+    return result;
+  }
+
+  // --- internals ------------------------------------------------------------------------------
+
+  #failRunsOf(session: NodeSession, reason: string): void {
+    for (const run of [...this.#runs.values()]) {
+      if (run.nodeId !== session.id) continue;
+      const terminal = run.finish({
+        type: "failed",
+        code: "NODE_LOST",
+        message: `Node '${session.id}' was lost while running: ${reason}`,
+        retryable: true,
+      }, this.#now());
+      if (terminal) this.#settle(run, session);
+    }
+  }
+
+  #settle(run: ActiveRun, session: NodeSession | undefined): void {
+    if (!this.#runs.delete(run.runId)) return;
+    if (session) session.inFlight = Math.max(0, session.inFlight - 1);
+    void run.done.then((terminal) => {
+      const durationMs = terminal.timestampMs - run.startedAtMs;
+      const status = terminal.type;
+      this.#metrics?.runsFinished.labels(status).inc();
+      this.#metrics?.runDuration.labels(status).observe(Math.max(0, durationMs) / 1000);
+      this.#metrics?.runsInFlight.set(this.#runs.size);
+      this.#bus.publish({
+        type: "run_finished",
+        atMs: this.#now(),
+        runId: run.runId,
+        nodeId: run.nodeId,
+        adapter: run.adapter,
+        target: run.target,
+        status,
+        durationMs,
+        errorCode: terminal.type === "failed" ? terminal.code : "",
+      });
+    });
+  }
+}

@@ -1,0 +1,314 @@
+/**
+ * The Edge's node wire server: accepts Node connections, runs the registration handshake,
+ * keeps each link alive with heartbeats, and converts between wire messages and the service
+ * layer's domain calls. The only Edge module that speaks NodeEnvelope.
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import {
+  type NodeCommandRequest,
+  NodeCommandRequestSchema,
+  type NodeCommandResponse,
+  type NodeEnvelope,
+  NodeEnvelopeSchema,
+  type RegisterRequest,
+} from "../../../proto/gen/iop/v1/node_pb.ts";
+import { IopError } from "../../../shared/errors.ts";
+import type { Logger } from "../../../shared/log.ts";
+import { fromWireError, fromWireRunEvent, toRunRequest } from "../../../shared/run_codec.ts";
+import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
+import { FrameError } from "../../../shared/wire/frame.ts";
+import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
+import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
+import { PendingRequests } from "../../../shared/wire/pending.ts";
+import type { EdgeMetrics } from "../edge_metrics.ts";
+import { buildNodeConfigPayload } from "../nodes/mapper.ts";
+import type { NodeSession } from "../nodes/registry.ts";
+import type { NodeCommand, NodeCommandResult, NodeLink } from "../ports.ts";
+import type { EdgeService } from "../service.ts";
+
+/** Wire protocol version this Edge speaks. */
+export const NODE_PROTOCOL_VERSION = 1;
+
+type Conn = FrameConnection<typeof NodeEnvelopeSchema, typeof NodeEnvelopeSchema>;
+
+/** Options of {@linkcode startNodeServer}. */
+export interface NodeServerOptions {
+  hostname: string;
+  port: number;
+  service: EdgeService;
+  logger: Logger;
+  wireMetrics?: WireMetrics;
+  metrics?: EdgeMetrics;
+}
+
+/** Starts accepting Node connections. */
+export function startNodeServer(options: NodeServerOptions): Listener {
+  const { service, logger } = options;
+  return listenFrames({
+    hostname: options.hostname,
+    port: options.port,
+    logger,
+    handle: async (raw) => {
+      const wire = service.config.wire;
+      const conn: Conn = new FrameConnection(raw, {
+        inSchema: NodeEnvelopeSchema,
+        outSchema: NodeEnvelopeSchema,
+        maxFrameBytes: wire.maxFrameBytes,
+        ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
+      });
+      await serveNode(conn, options);
+    },
+  });
+}
+
+async function serveNode(conn: Conn, options: NodeServerOptions): Promise<void> {
+  const { service, logger } = options;
+  const wire = service.config.wire;
+  const messages = conn.messages();
+  const first = await firstMessage(messages, wire.registerTimeoutMs).catch((err: Error) => err);
+  if (first instanceof Error || first.msg.case !== "registerRequest") {
+    const reason = first instanceof Error
+      ? first.message
+      : `expected register_request as first frame, got ${first.msg.case ?? "an empty envelope"}`;
+    refuse(conn, options, reason);
+    return;
+  }
+  const request = first.msg.value;
+  const verdict = checkRegistration(request, service);
+  if (typeof verdict === "string") {
+    await conn.send(create(NodeEnvelopeSchema, {
+      msg: { case: "registerResponse", value: { accepted: false, reason: verdict } },
+    })).catch(() => {});
+    refuse(conn, options, verdict, request.nodeId);
+    return;
+  }
+  const record = verdict;
+  await conn.send(create(NodeEnvelopeSchema, {
+    msg: {
+      case: "registerResponse",
+      value: {
+        accepted: true,
+        config: buildNodeConfigPayload(record, { heartbeatIntervalMs: wire.heartbeatIntervalMs }),
+      },
+    },
+  }));
+  options.metrics?.registrations.labels("accepted").inc();
+
+  const pending = new PendingRequests<NodeCommandResponse>();
+  const link = createLink(conn, pending);
+  const session = service.nodeConnected({
+    record,
+    link,
+    version: request.version,
+    hostname: request.host?.hostname ?? "",
+  });
+  const log = logger.with({ node_id: record.id, remote: conn.remote });
+  log.info("node registered", { version: request.version });
+
+  const heartbeat = startHeartbeat({
+    intervalMs: wire.heartbeatIntervalMs,
+    send: () => {
+      conn.send(create(NodeEnvelopeSchema, {
+        msg: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()) } },
+      })).catch(() => {});
+    },
+    onDead: (silentMs) => {
+      options.wireMetrics?.rejected("heartbeat");
+      log.warn("node missed heartbeats, closing its link", { silent_ms: silentMs });
+      conn.close(`no heartbeat for ${silentMs} ms`);
+    },
+  });
+
+  let reason = "connection closed";
+  try {
+    for await (const envelope of messages) {
+      heartbeat.seen();
+      session.lastSeenMs = Date.now();
+      const violation = handleMessage(envelope, session, service, pending);
+      if (violation) {
+        options.wireMetrics?.rejected("protocol");
+        log.warn("node broke the protocol, closing its link", { reason: violation });
+        conn.close(violation);
+        break;
+      }
+    }
+  } catch (err) {
+    if (err instanceof FrameError) log.warn("bad frame from node, closing its link", { err });
+    else throw err;
+  } finally {
+    heartbeat.stop();
+    conn.close();
+    reason = await conn.closed;
+    pending.rejectAll(new IopError("NODE_LOST", `Node '${record.id}' disconnected: ${reason}`));
+    service.nodeDisconnected(session, reason);
+    log.info("node disconnected", { reason });
+  }
+}
+
+function firstMessage(
+  messages: AsyncGenerator<NodeEnvelope>,
+  timeoutMs: number,
+): Promise<NodeEnvelope> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no register_request within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+  const next = messages.next().then((r) => {
+    if (r.done) throw new Error("connection closed before register_request");
+    return r.value;
+  });
+  return Promise.race([next, timeout]).finally(() => clearTimeout(timer));
+}
+
+function checkRegistration(request: RegisterRequest, service: EdgeService) {
+  if (request.protocolVersion !== NODE_PROTOCOL_VERSION) {
+    return `unsupported protocol version ${request.protocolVersion} (edge speaks ${NODE_PROTOCOL_VERSION})`;
+  }
+  const record = service.nodeStore.byToken(request.token);
+  if (!record) return "unknown node token";
+  if (request.nodeId && request.nodeId !== record.id) {
+    return `node id '${request.nodeId}' does not match the token's node`;
+  }
+  return record;
+}
+
+function refuse(conn: Conn, options: NodeServerOptions, reason: string, nodeId = ""): void {
+  options.metrics?.registrations.labels("refused").inc();
+  options.logger.warn("node registration refused", {
+    node_id: nodeId,
+    remote: conn.remote,
+    reason,
+  });
+  options.service.publish({ type: "node_refused", atMs: Date.now(), remote: conn.remote, reason });
+  conn.close(`registration refused: ${reason}`);
+}
+
+/** Returns a protocol violation, or undefined when the message was handled. */
+function handleMessage(
+  envelope: NodeEnvelope,
+  session: NodeSession,
+  service: EdgeService,
+  pending: PendingRequests<NodeCommandResponse>,
+): string | undefined {
+  const msg = envelope.msg;
+  switch (msg.case) {
+    case "heartbeat":
+      return undefined;
+    case "runEvent": {
+      const event = fromWireRunEvent(msg.value);
+      if (!event) return "run_event without an event";
+      service.runEvent(session, event);
+      return undefined;
+    }
+    case "commandResponse":
+      pending.settle(envelope.correlationId, msg.value);
+      return undefined;
+    case "nodeEvent": {
+      const ev = msg.value.event;
+      if (ev.case === "configApplied") {
+        service.nodeAdaptersApplied(session, ev.value.adapters, { ...ev.value.rejected });
+      } else if (ev.case === "adapterHealth") {
+        service.publish({
+          type: "adapter_health",
+          atMs: Date.now(),
+          nodeId: session.id,
+          adapter: ev.value.adapter,
+          healthy: ev.value.healthy,
+          detail: ev.value.detail,
+        });
+      }
+      return undefined;
+    }
+    case "registerRequest":
+    case "registerResponse":
+    case "runRequest":
+    case "cancelRequest":
+    case "commandRequest":
+      return `unexpected ${msg.case} from a registered node`;
+    case undefined:
+      return "empty envelope";
+  }
+}
+
+function createLink(conn: Conn, pending: PendingRequests<NodeCommandResponse>): NodeLink {
+  return {
+    run: (runId, input) =>
+      conn.send(create(NodeEnvelopeSchema, {
+        msg: { case: "runRequest", value: toRunRequest(runId, input) },
+      })),
+    cancel: (runId, reason) => {
+      conn.send(create(NodeEnvelopeSchema, {
+        msg: { case: "cancelRequest", value: { runId, reason } },
+      })).catch(() => {});
+    },
+    command: async (command, timeoutMs) => {
+      const { id, response } = pending.open(timeoutMs, `node command ${command.type}`);
+      await conn.send(create(NodeEnvelopeSchema, {
+        correlationId: id,
+        msg: { case: "commandRequest", value: toWireCommand(command) },
+      }));
+      return fromWireCommandResponse(await response);
+    },
+    close: (reason) => conn.close(reason),
+  };
+}
+
+function toWireCommand(command: NodeCommand): NodeCommandRequest {
+  switch (command.type) {
+    case "history":
+      return create(NodeCommandRequestSchema, {
+        command: { case: "history", value: { limit: command.limit } },
+      });
+    case "capabilities":
+      return create(NodeCommandRequestSchema, { command: { case: "capabilities", value: {} } });
+  }
+}
+
+function fromWireCommandResponse(res: NodeCommandResponse): NodeCommandResult {
+  const r = res.result;
+  switch (r.case) {
+    case "history":
+      return {
+        type: "history",
+        runs: r.value.runs.map((run) => ({
+          runId: run.runId,
+          adapter: run.adapter,
+          target: run.target,
+          status: run.status,
+          startedAtMs: Number(run.startedAtMs),
+          firstOutputAtMs: Number(run.firstOutputAtMs),
+          finishedAtMs: Number(run.finishedAtMs),
+          usage: {
+            inputTokens: run.usage?.inputTokens ?? 0,
+            outputTokens: run.usage?.outputTokens ?? 0,
+          },
+          errorCode: run.error?.code ?? "",
+          errorMessage: run.error?.message ?? "",
+          outputSummary: run.outputSummary,
+          exitCode: run.exitCode,
+        })),
+      };
+    case "capabilities":
+      return {
+        type: "capabilities",
+        adapters: r.value.adapters.map((a) => ({
+          name: a.name,
+          kind: a.kind,
+          healthy: a.healthy,
+          detail: a.detail,
+          targets: [...a.targets],
+          streaming: a.streaming,
+          tools: a.tools,
+          sessions: a.sessions,
+        })),
+      };
+    case "error":
+      throw fromWireError(r.value);
+    case undefined:
+      throw new IopError("INTERNAL", "Node answered a command with an empty result");
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The Node's own configuration: who it is, where its Edge is, where it keeps history. Its
+ * adapters come from the Edge at registration, not from this file.
+ * @module
+ */
+import {
+  applyEnvOverrides,
+  ConfigReader,
+  type EnvOverride,
+  readYamlFile,
+} from "../../shared/config.ts";
+
+/** The validated Node configuration. */
+export interface NodeConfig {
+  file: string;
+  node: { id: string; token: string };
+  edge: { address: string; maxFrameBytes: number; backoffInitialMs: number; backoffMaxMs: number };
+  http: { host: string; port: number };
+  history: { path: string };
+}
+
+/** Environment variables that override Node config keys. */
+export const NODE_ENV: readonly EnvOverride[] = [
+  { env: "IOP_NODE_ID", path: "node.id", type: "string" },
+  { env: "IOP_NODE_TOKEN", path: "node.token", type: "string" },
+  { env: "IOP_NODE_EDGE_ADDRESS", path: "edge.address", type: "string" },
+  { env: "IOP_NODE_HTTP_HOST", path: "http.host", type: "string" },
+  { env: "IOP_NODE_HTTP_PORT", path: "http.port", type: "number" },
+  { env: "IOP_NODE_HISTORY_PATH", path: "history.path", type: "string" },
+];
+
+/** Loads the Node config file, then applies environment overrides. */
+export async function loadNodeConfig(
+  file: string,
+  env?: (name: string) => string | undefined,
+): Promise<NodeConfig> {
+  return parseNodeConfig(applyEnvOverrides(await readYamlFile(file), NODE_ENV, env), file);
+}
+
+/** Validates a raw Node config object. */
+export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
+  const root = new ConfigReader(file, raw);
+  const node = root.section("node");
+  const edge = root.section("edge");
+  const http = root.section("http");
+  const history = root.section("history");
+  const id = node.nonEmpty("id");
+  return {
+    file,
+    node: { id, token: node.nonEmpty("token") },
+    edge: {
+      address: edge.nonEmpty("address", "127.0.0.1:7100"),
+      maxFrameBytes: edge.number("max_frame_bytes", 4 * 1024 * 1024, { min: 1024 }),
+      backoffInitialMs: edge.number("backoff_initial_ms", 250, { min: 10 }),
+      backoffMaxMs: edge.number("backoff_max_ms", 10_000, { min: 10 }),
+    },
+    http: {
+      host: http.nonEmpty("host", "127.0.0.1"),
+      port: http.number("port", 9100, { min: 0, max: 65535 }),
+    },
+    history: { path: history.nonEmpty("path", `.iop/${id}/history.db`) },
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * Starts a Node: reads its config, opens its run history, dials its Edge, serves health and
+ * metrics. Usage: `deno task node [--config deploy/config/node.yaml]`.
+ * @module
+ */
+import { Registry } from "prom-client";
+import { configPathFromArgs } from "../../shared/config.ts";
+import { createLogger } from "../../shared/log.ts";
+import { IOP_VERSION } from "../../shared/version.ts";
+import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
+import { createAdapterMetrics } from "./adapters/adapter_metrics.ts";
+import { cliAdapterFactory } from "./adapters/cli.ts";
+import { mockAdapterFactory } from "./adapters/mock.ts";
+import { createOllamaAdapter } from "./adapters/ollama.ts";
+import { createOpenAICompatAdapter } from "./adapters/openai_compat.ts";
+import { buildAdapterRegistry } from "./adapters/registry.ts";
+import { createVllmAdapter } from "./adapters/vllm.ts";
+import { loadNodeConfig } from "./config.ts";
+import { createNodeHttp } from "./http/health.ts";
+import { NodeCore } from "./node.ts";
+import type { AdapterConfig } from "./ports.ts";
+import { openRunStore } from "./store/sqlite_store.ts";
+import { startEdgeClient } from "./transport/edge_client.ts";
+
+const logger = createLogger("node");
+const file = configPathFromArgs(Deno.args, "deploy/config/node.yaml");
+let config;
+try {
+  config = await loadNodeConfig(file);
+} catch (err) {
+  logger.error("cannot start node: invalid config", { err });
+  Deno.exit(2);
+}
+
+const registry = new Registry();
+const adapterMetrics = createAdapterMetrics(registry);
+await Deno.mkdir(dirOf(config.history.path), { recursive: true });
+const store = openRunStore(config.history.path);
+const interrupted = store.markInterrupted(Date.now());
+if (interrupted > 0) {
+  logger.warn("runs left unfinished by a previous process marked interrupted", {
+    count: interrupted,
+  });
+}
+
+const httpSettings = (c: AdapterConfig) => {
+  if (c.kind !== "ollama" && c.kind !== "vllm" && c.kind !== "openai_compat") {
+    throw new TypeError(`adapter '${c.name}' of kind ${c.kind} is not an HTTP adapter`);
+  }
+  return c.settings;
+};
+const core = new NodeCore({
+  nodeId: config.node.id,
+  store,
+  logger: logger.with({ node_id: config.node.id }),
+  buildAdapters: (configs) =>
+    buildAdapterRegistry(configs, {
+      mock: mockAdapterFactory,
+      cli: cliAdapterFactory,
+      ollama: (c) => createOllamaAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
+      vllm: (c) => createVllmAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
+      openai_compat: (c) =>
+        createOpenAICompatAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
+    }),
+});
+
+const client = startEdgeClient({
+  edgeAddress: config.edge.address,
+  nodeId: config.node.id,
+  token: config.node.token,
+  version: IOP_VERSION,
+  core,
+  logger: logger.with({ node_id: config.node.id }),
+  maxFrameBytes: config.edge.maxFrameBytes,
+  backoffInitialMs: config.edge.backoffInitialMs,
+  backoffMaxMs: config.edge.backoffMaxMs,
+  wireMetrics: createWireMetrics(registry, "node", "edge"),
+});
+
+const app = createNodeHttp({
+  nodeId: config.node.id,
+  registered: () => client.registered,
+  inFlight: () => core.inFlight,
+}, registry);
+const server = Deno.serve({
+  hostname: config.http.host,
+  port: config.http.port,
+  onListen: ({ hostname, port }) =>
+    logger.info("node listening", {
+      node_id: config.node.id,
+      http: `${hostname}:${port}`,
+      edge: config.edge.address,
+      history: config.history.path,
+    }),
+}, app.fetch);
+
+let stopping = false;
+const shutdown = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  logger.info("node stopping", { signal });
+  await client.stop();
+  await core.close();
+  await server.shutdown();
+  store.close();
+  Deno.exit(0);
+};
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  Deno.addSignalListener(signal, () => void shutdown(signal));
+}
+
+function dirOf(path: string): string {
+  const i = path.lastIndexOf("/");
+  return i <= 0 ? "." : path.slice(0, i);
+}

@@ -1,0 +1,311 @@
+/**
+ * The Node's link to its Edge: dials, registers, applies the pushed config, relays run events
+ * and command answers, and after any loss reconnects with exponential backoff and jitter.
+ * The only Node module that speaks NodeEnvelope.
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import {
+  type NodeCommandRequest,
+  type NodeCommandResponse,
+  NodeCommandResponseSchema,
+  type NodeEnvelope,
+  NodeEnvelopeSchema,
+} from "../../../proto/gen/iop/v1/node_pb.ts";
+import { IopError, toIopError } from "../../../shared/errors.ts";
+import type { Logger } from "../../../shared/log.ts";
+import { fromRunRequest, toWireError, toWireRunEvent } from "../../../shared/run_codec.ts";
+import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
+import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
+import type { NodeCore } from "../node.ts";
+import { fromConfigPayload } from "./config_payload.ts";
+
+/** Wire protocol version this Node speaks. */
+export const NODE_PROTOCOL_VERSION = 1;
+
+type Conn = FrameConnection<typeof NodeEnvelopeSchema, typeof NodeEnvelopeSchema>;
+
+/** Options of {@linkcode startEdgeClient}. */
+export interface EdgeClientOptions {
+  /** `host:port` of the Edge's node wire. */
+  edgeAddress: string;
+  nodeId: string;
+  token: string;
+  version: string;
+  core: NodeCore;
+  logger: Logger;
+  maxFrameBytes?: number;
+  /** First reconnect delay; doubles up to `backoffMaxMs`, each with ±20 % jitter. */
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+  wireMetrics?: WireMetrics;
+}
+
+/** A running client. */
+export interface EdgeClient {
+  /** True while registered with the Edge. */
+  readonly registered: boolean;
+  /** Stops reconnecting and closes the link. */
+  stop(): Promise<void>;
+}
+
+/** Connects to the Edge and keeps reconnecting until stopped. */
+export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
+  const { logger } = options;
+  const initial = options.backoffInitialMs ?? 250;
+  const max = options.backoffMaxMs ?? 10_000;
+  let stopped = false;
+  let registered = false;
+  let current: Conn | undefined;
+  let wakeSleep: (() => void) | undefined;
+
+  const loop = (async () => {
+    let delay = initial;
+    while (!stopped) {
+      let outcome: "lost" | "refused" | "unreachable" = "unreachable";
+      try {
+        const [hostname, port] = splitAddress(options.edgeAddress);
+        const raw = await Deno.connect({ hostname, port });
+        raw.setNoDelay(true);
+        const conn: Conn = new FrameConnection(raw, {
+          inSchema: NodeEnvelopeSchema,
+          outSchema: NodeEnvelopeSchema,
+          maxFrameBytes: options.maxFrameBytes ?? 4 * 1024 * 1024,
+          ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
+        });
+        current = conn;
+        outcome = await session(conn, options, () => {
+          registered = true;
+          delay = initial;
+        });
+      } catch (err) {
+        if (!stopped) logger.warn("cannot reach edge", { edge: options.edgeAddress, err });
+      } finally {
+        registered = false;
+        current = undefined;
+      }
+      if (stopped) break;
+      await options.core.cancelAll("link to edge lost");
+      if (outcome === "refused") delay = max;
+      const wait = Math.round(delay * (0.8 + Math.random() * 0.4));
+      logger.info("reconnecting to edge", { edge: options.edgeAddress, in_ms: wait });
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, wait);
+        wakeSleep = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wakeSleep = undefined;
+      delay = Math.min(delay * 2, max);
+    }
+  })();
+
+  return {
+    get registered() {
+      return registered;
+    },
+    stop: async () => {
+      stopped = true;
+      current?.close("node stopping");
+      wakeSleep?.();
+      await loop;
+      await options.core.cancelAll("node stopping");
+    },
+  };
+}
+
+function splitAddress(address: string): [string, number] {
+  const i = address.lastIndexOf(":");
+  const port = Number(address.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new IopError("INVALID_ARGUMENT", `Cannot parse edge address '${address}' as host:port`);
+  }
+  return [address.slice(0, i).replace(/^\[|\]$/g, ""), port];
+}
+
+async function session(
+  conn: Conn,
+  options: EdgeClientOptions,
+  onRegistered: () => void,
+): Promise<"lost" | "refused"> {
+  const { core, logger } = options;
+  const messages = conn.messages();
+  await conn.send(create(NodeEnvelopeSchema, {
+    msg: {
+      case: "registerRequest",
+      value: {
+        nodeId: options.nodeId,
+        token: options.token,
+        version: options.version,
+        protocolVersion: NODE_PROTOCOL_VERSION,
+        host: {
+          hostname: Deno.hostname(),
+          os: Deno.build.os,
+          arch: Deno.build.arch,
+          cpus: navigator.hardwareConcurrency,
+          memoryBytes: BigInt(Deno.systemMemoryInfo().total),
+        },
+      },
+    },
+  }));
+  const first = await messages.next();
+  if (first.done || first.value.msg.case !== "registerResponse") {
+    logger.warn("edge closed the link before answering registration", {
+      reason: conn.isClosed ? await conn.closed : "unexpected first frame",
+    });
+    conn.close("no registration answer");
+    return "lost";
+  }
+  const answer = first.value.msg.value;
+  if (!answer.accepted || !answer.config) {
+    logger.error("edge refused registration", { node_id: options.nodeId, reason: answer.reason });
+    conn.close("registration refused");
+    return "refused";
+  }
+  onRegistered();
+  const payload = fromConfigPayload(answer.config);
+  const applied = core.applyConfig(payload.adapters, payload.maxConcurrentRuns);
+  logger.info("registered with edge", {
+    node_id: options.nodeId,
+    edge: options.edgeAddress,
+    adapters: applied.adapters,
+    rejected: applied.rejected,
+  });
+  for (const [adapter, reason] of Object.entries(applied.rejected)) {
+    logger.warn("adapter rejected", { adapter, reason });
+  }
+  await conn.send(create(NodeEnvelopeSchema, {
+    msg: {
+      case: "nodeEvent",
+      value: {
+        nodeId: options.nodeId,
+        timestampMs: BigInt(Date.now()),
+        event: { case: "configApplied", value: applied },
+      },
+    },
+  }));
+
+  const heartbeat = startHeartbeat({
+    intervalMs: payload.heartbeatIntervalMs,
+    send: () => {
+      conn.send(create(NodeEnvelopeSchema, {
+        msg: {
+          case: "heartbeat",
+          value: { sentAtMs: BigInt(Date.now()), runsInFlight: core.inFlight },
+        },
+      })).catch(() => {});
+    },
+    onDead: (silentMs) => {
+      logger.warn("edge missed heartbeats, closing link", { silent_ms: silentMs });
+      conn.close(`no heartbeat for ${silentMs} ms`);
+    },
+  });
+  try {
+    for await (const envelope of messages) {
+      heartbeat.seen();
+      handle(envelope, conn, options);
+    }
+  } catch (err) {
+    logger.warn("link to edge failed", { err });
+  } finally {
+    heartbeat.stop();
+    conn.close();
+  }
+  logger.warn("link to edge lost", { reason: await conn.closed });
+  return "lost";
+}
+
+function handle(envelope: NodeEnvelope, conn: Conn, options: EdgeClientOptions): void {
+  const { core, logger } = options;
+  const msg = envelope.msg;
+  switch (msg.case) {
+    case "heartbeat":
+      return;
+    case "runRequest": {
+      const runId = msg.value.runId;
+      const emit = (event: Parameters<Parameters<NodeCore["startRun"]>[2]>[0]) => {
+        conn.send(create(NodeEnvelopeSchema, {
+          msg: { case: "runEvent", value: toWireRunEvent(event) },
+        })).catch(() => {});
+      };
+      try {
+        core.startRun(runId, fromRunRequest(msg.value), emit);
+      } catch (err) {
+        const e = toIopError(err);
+        emit({
+          runId,
+          seq: 1,
+          timestampMs: Date.now(),
+          type: "failed",
+          code: e.code,
+          message: e.message,
+          retryable: e.retryable,
+          exitCode: 0,
+        });
+      }
+      return;
+    }
+    case "cancelRequest":
+      core.cancelRun(msg.value.runId, msg.value.reason || "cancelled by edge");
+      return;
+    case "commandRequest":
+      void answerCommand(msg.value, core).then((result) =>
+        conn.send(create(NodeEnvelopeSchema, {
+          correlationId: envelope.correlationId,
+          msg: { case: "commandResponse", value: result },
+        })).catch(() => {})
+      );
+      return;
+    case "registerRequest":
+    case "registerResponse":
+    case "runEvent":
+    case "commandResponse":
+    case "nodeEvent":
+    case undefined:
+      logger.warn("ignoring unexpected message from edge", { message: msg.case ?? "empty" });
+      return;
+  }
+}
+
+async function answerCommand(
+  req: NodeCommandRequest,
+  core: NodeCore,
+): Promise<NodeCommandResponse> {
+  try {
+    const cmd = req.command;
+    switch (cmd.case) {
+      case "history":
+        return create(NodeCommandResponseSchema, {
+          result: {
+            case: "history",
+            value: {
+              runs: core.history(cmd.value.limit || 20).map((r) => ({
+                runId: r.runId,
+                adapter: r.adapter,
+                target: r.target,
+                status: r.status,
+                startedAtMs: BigInt(r.startedAtMs),
+                firstOutputAtMs: BigInt(r.firstOutputAtMs ?? 0),
+                finishedAtMs: BigInt(r.finishedAtMs ?? 0),
+                ...(r.usage ? { usage: r.usage } : {}),
+                ...(r.error ? { error: r.error } : {}),
+                outputSummary: r.outputSummary,
+                exitCode: r.exitCode ?? 0,
+              })),
+            },
+          },
+        });
+      case "capabilities":
+        return create(NodeCommandResponseSchema, {
+          result: { case: "capabilities", value: { adapters: await core.capabilities() } },
+        });
+      case undefined:
+        throw new IopError("INVALID_ARGUMENT", "Cannot answer an empty command");
+    }
+  } catch (err) {
+    return create(NodeCommandResponseSchema, {
+      result: { case: "error", value: toWireError(toIopError(err)) },
+    });
+  }
+}
