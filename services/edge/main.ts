@@ -12,6 +12,7 @@ import { loadEdgeConfig } from "./config.ts";
 import { OpsConsole } from "./console/console.ts";
 import { createEdgeMetrics } from "./edge_metrics.ts";
 import { createEdgeHttp } from "./http/app.ts";
+import { mountSurfaces } from "./http/surfaces.ts";
 import { EdgeService } from "./service.ts";
 import { startNodeServer } from "./transport/node_server.ts";
 
@@ -45,6 +46,11 @@ const wire = startNodeServer({
 });
 
 const app = createEdgeHttp(service, registry);
+mountSurfaces(app, {
+  service,
+  registry,
+  logger: createLogger("edge.http").with({ edge_id: config.edge.id }),
+});
 const http = Deno.serve({
   hostname: config.http.host,
   port: config.http.port,
