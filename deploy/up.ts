@@ -107,6 +107,7 @@ ${
     : "Stop with Ctrl-C."
 }`);
 
+if (interactive) await Deno.stdout.write(new TextEncoder().encode("iop> "));
 await new Promise(() => {});
 
 async function waitReady(url: string, timeoutMs: number): Promise<boolean> {

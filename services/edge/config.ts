@@ -250,7 +250,8 @@ function parseNode(r: ConfigReader): NodeRecord {
   });
   return {
     id: r.nonEmpty("id"),
-    alias: r.string("alias", ""),
+    // Absent means no alias; one written out must name something.
+    alias: r.has("alias") ? r.nonEmpty("alias") : "",
     token: r.nonEmpty("token"),
     maxConcurrentRuns: r.number("max_concurrent_runs", 0, { min: 0 }),
     adapters,

@@ -13,6 +13,7 @@ import type { EdgeMetrics } from "./edge_metrics.ts";
 import { EventBus } from "./event_bus.ts";
 import { NodeStore } from "./nodes/node_store.ts";
 import { NodeRegistry, type NodeSession } from "./nodes/registry.ts";
+import { ProviderPools } from "./pools/provider_pools.ts";
 import type {
   EdgeEvent,
   NodeCommand,
@@ -63,6 +64,8 @@ export class EdgeService {
   readonly #version: string;
   readonly #startedAtMs: number;
   readonly #loadConfig: (() => Promise<EdgeConfig>) | undefined;
+  /** Provider pools of the model groups; pool routes queue here, nothing else does. */
+  readonly pools: ProviderPools;
 
   constructor(options: EdgeServiceOptions) {
     this.#config = options.config;
@@ -74,6 +77,13 @@ export class EdgeService {
     this.#bus = new EventBus(options.logger);
     this.#startedAtMs = this.#now();
     this.#loadConfig = options.loadConfig;
+    this.pools = new ProviderPools({
+      config: () => this.#config,
+      sessions: () => this.#registry.list(),
+      dispatch: (session, submission, opts) => this.dispatch(session, submission, opts),
+      logger: options.logger,
+      now: this.#now,
+    });
   }
 
   /** The configuration snapshot in force. */
@@ -154,14 +164,13 @@ export class EdgeService {
   // --- surfaces -------------------------------------------------------------------------------
 
   /**
-   * Dispatches a run to an eligible node. Rejects with NOT_FOUND when no node offers the
-   * adapter and target, UNAVAILABLE when none that does is connected.
+   * Dispatches a run to an eligible node, or through the provider pool of its model group
+   * (which may queue it or reject it with OVERLOADED). Rejects with NOT_FOUND when no node
+   * offers the adapter and target, UNAVAILABLE when none that does is connected.
    */
   submitRun(submission: RunSubmission, options: SubmitOptions = {}): Promise<RunHandle> {
     if (submission.modelGroup) {
-      return Promise.reject(
-        new IopError("NOT_FOUND", `Cannot route model group '${submission.modelGroup}'`),
-      );
+      return this.pools.submit(submission.modelGroup, submission, options);
     }
     const session = pickNode(this.#registry.list(), this.#store, submission);
     return this.dispatch(session, submission, options);
@@ -280,6 +289,7 @@ export class EdgeService {
       runsInFlight: this.#runs.size,
       records: this.#store.list(),
       sessions: this.#registry.list(),
+      providerStats: (id) => this.pools.stats(id),
     });
   }
 
