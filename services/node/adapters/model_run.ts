@@ -1,0 +1,87 @@
+/**
+ * The frame around one model-server run shared by the Ollama and OpenAI-compatible adapters:
+ * limits from settings, a {@linkcode RequestGuard}, debug logs, metrics, and the rule that a
+ * cancelled run rejects with the signal's reason and is not counted as a failure.
+ * @module
+ */
+import { IopError, toIopError } from "../../../shared/errors.ts";
+import type { Logger } from "../../../shared/log.ts";
+import type { ExecutionResult, ExecutionSpec, HttpModelSettings } from "../ports.ts";
+import type { AdapterMetrics } from "./adapter_metrics.ts";
+import { RequestGuard } from "./http_stream.ts";
+
+/** Options every model-server adapter accepts. */
+export interface ModelAdapterOptions {
+  /** Records time to first token, tokens and errors; absent = not recorded. */
+  metrics?: AdapterMetrics;
+  /** Defaults to a logger named after the adapter kind. */
+  logger?: Logger;
+}
+
+/** Who runs: the adapter's identity plus where it logs and records. */
+export interface RunContext {
+  kind: string;
+  name: string;
+  logger: Logger;
+  metrics: AdapterMetrics | undefined;
+}
+
+/**
+ * Runs `body` under a guard built from `settings` and `spec.timeoutMs`, logging and recording
+ * the outcome; any failure becomes an IopError, a cancellation stays the signal's reason.
+ */
+export async function guardedRun(
+  ctx: RunContext,
+  spec: ExecutionSpec,
+  settings: HttpModelSettings,
+  signal: AbortSignal,
+  body: (guard: RequestGuard) => Promise<ExecutionResult>,
+): Promise<ExecutionResult> {
+  const guard = new RequestGuard(signal, {
+    connectTimeoutMs: settings.connectTimeoutMs,
+    firstTokenTimeoutMs: settings.firstTokenTimeoutMs,
+    idleTimeoutMs: settings.idleTimeoutMs,
+    totalTimeoutMs: spec.timeoutMs,
+  });
+  const log = ctx.logger.with({ run_id: spec.runId, target: spec.target });
+  log.debug("model request started");
+  try {
+    const result = await body(guard);
+    const ttft = guard.timeToFirstTokenSeconds;
+    if (ttft !== undefined) ctx.metrics?.observeFirstToken(ctx.kind, ttft);
+    if (result.usage) {
+      ctx.metrics?.addTokens(ctx.kind, "input", result.usage.inputTokens);
+      ctx.metrics?.addTokens(ctx.kind, "output", result.usage.outputTokens);
+    }
+    log.debug("model request finished", { finish_reason: result.finishReason });
+    return result;
+  } catch (err) {
+    if (signal.aborted) {
+      log.debug("model request cancelled");
+      throw signal.reason;
+    }
+    const failure = err instanceof IopError ? err : toIopError(err, "BACKEND_ERROR");
+    ctx.metrics?.countError(ctx.kind, failure.code);
+    log.debug("model request failed", { err: failure });
+    throw failure;
+  } finally {
+    guard.abandon();
+    guard.dispose();
+  }
+}
+
+/** The API key from settings: `apiKey`, else the variable named by `apiKeyEnv`, else "". */
+export function apiKeyOf(settings: HttpModelSettings): string {
+  if (settings.apiKey !== "") return settings.apiKey;
+  if (settings.apiKeyEnv === "") return "";
+  try {
+    return Deno.env.get(settings.apiKeyEnv) ?? "";
+  } catch {
+    return "";
+  }
+}
+
+/** The base URL without trailing slashes. */
+export function baseOf(settings: HttpModelSettings): string {
+  return settings.baseUrl.replace(/\/+$/, "");
+}

@@ -1,0 +1,217 @@
+/**
+ * The `ollama` adapter: runs models on an Ollama server through its native API — `/api/chat`
+ * for conversations, `/api/generate` for prompt-only runs — streaming NDJSON, and reads what is
+ * runnable from `/api/tags` and health from `/api/version`.
+ * @module
+ */
+import { IopError } from "../../../shared/errors.ts";
+import { createLogger } from "../../../shared/log.ts";
+import type {
+  Adapter,
+  Capabilities,
+  ChatMessage,
+  EventSink,
+  ExecutionResult,
+  ExecutionSpec,
+  HttpModelSettings,
+  ToolCall,
+} from "../ports.ts";
+import { chunks, ndjsonLines, postJson, readJson, type RequestGuard } from "./http_stream.ts";
+import { baseOf, guardedRun, type ModelAdapterOptions, type RunContext } from "./model_run.ts";
+
+/** One object of Ollama's chat or generate answer (a stream line or the whole answer). */
+interface OllamaChunk {
+  error?: string;
+  message?: { content?: string; tool_calls?: OllamaToolCall[] };
+  response?: string;
+  done?: boolean;
+  done_reason?: string;
+  prompt_eval_count?: number;
+  eval_count?: number;
+}
+
+interface OllamaToolCall {
+  id?: string;
+  function?: { index?: number; name?: string; arguments?: unknown };
+}
+
+/** Ollama takes tool arguments as an object, IOP carries them as JSON text. */
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return {};
+  }
+}
+
+function ollamaMessage(m: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    role: m.role === "developer" ? "system" : m.role,
+    content: m.content,
+  };
+  if (m.toolCalls?.length) {
+    out.tool_calls = m.toolCalls.map((c) => ({
+      function: { name: c.name, arguments: parseArguments(c.arguments) },
+    }));
+  }
+  if (m.role === "tool" && m.name) out.tool_name = m.name;
+  return out;
+}
+
+/** The request body and endpoint for `spec`: chat when there are messages, else generate. */
+function requestFor(spec: ExecutionSpec, stream: boolean): { path: string; body: object } {
+  const s = spec.sampling;
+  const options: Record<string, unknown> = {};
+  if (s.temperature !== undefined) options.temperature = s.temperature;
+  if (s.topP !== undefined) options.top_p = s.topP;
+  if (s.maxTokens !== undefined) options.num_predict = s.maxTokens;
+  if (s.stop?.length) options.stop = s.stop;
+  if (s.seed !== undefined) options.seed = s.seed;
+  Object.assign(options, s.extra ?? {});
+  if (spec.messages.length === 0) {
+    return {
+      path: "/api/generate",
+      body: { model: spec.target, prompt: spec.prompt, stream, options },
+    };
+  }
+  const body: Record<string, unknown> = {
+    model: spec.target,
+    messages: spec.messages.map(ollamaMessage),
+    stream,
+    options,
+  };
+  if (spec.tools.length) {
+    body.tools = spec.tools.map((t) => ({
+      type: "function",
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }));
+  }
+  return { path: "/api/chat", body };
+}
+
+/** Folds Ollama answer objects into sink events and, at `done`, the result. */
+class ChunkReader {
+  #toolCalls = 0;
+  constructor(private readonly sink: EventSink, private readonly guard: RequestGuard) {}
+
+  /** Handles one object; returns the result when it is the final one. */
+  take(chunk: OllamaChunk): ExecutionResult | undefined {
+    if (typeof chunk.error === "string") {
+      throw new IopError("BACKEND_ERROR", chunk.error);
+    }
+    const text = chunk.message?.content ?? chunk.response ?? "";
+    if (text !== "") {
+      this.guard.token();
+      this.sink.output(text);
+    }
+    for (const call of chunk.message?.tool_calls ?? []) {
+      this.guard.token();
+      const index = call.function?.index ?? this.#toolCalls;
+      this.sink.toolCall(
+        {
+          index,
+          id: call.id ?? `call_${index}`,
+          name: call.function?.name ?? "",
+          arguments: JSON.stringify(call.function?.arguments ?? {}),
+        } satisfies ToolCall,
+      );
+      this.#toolCalls++;
+    }
+    if (!chunk.done) return undefined;
+    const finishReason = this.#toolCalls > 0
+      ? "tool_calls"
+      : chunk.done_reason === "length"
+      ? "length"
+      : "stop";
+    return {
+      finishReason,
+      usage: { inputTokens: chunk.prompt_eval_count ?? 0, outputTokens: chunk.eval_count ?? 0 },
+    };
+  }
+}
+
+function parseLine(line: string): OllamaChunk {
+  try {
+    return JSON.parse(line) as OllamaChunk;
+  } catch {
+    throw new IopError(
+      "BACKEND_ERROR",
+      `Ollama sent a line that is not JSON: ${line.slice(0, 200)}`,
+    );
+  }
+}
+
+/** Creates an adapter for the Ollama server at `settings.baseUrl`. */
+export function createOllamaAdapter(
+  name: string,
+  settings: HttpModelSettings,
+  options: ModelAdapterOptions = {},
+): Adapter {
+  const base = baseOf(settings);
+  const ctx: RunContext = {
+    kind: "ollama",
+    name,
+    logger: options.logger ?? createLogger("node.adapter.ollama").with({ adapter: name }),
+    metrics: options.metrics,
+  };
+
+  const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
+    guardedRun(ctx, spec, settings, signal, async (guard) => {
+      const stream = spec.metadata["stream"] !== "false";
+      const { path, body } = requestFor(spec, stream);
+      const url = base + path;
+      const res = await postJson(url, body, guard);
+      const reader = new ChunkReader(sink, guard);
+      if (!stream) {
+        const result = reader.take(await readJson(res, guard, url) as OllamaChunk);
+        if (!result) throw new IopError("BACKEND_ERROR", "Ollama answer lacks done:true");
+        return result;
+      }
+      try {
+        for await (const line of ndjsonLines(chunks(res, guard))) {
+          const result = reader.take(parseLine(line));
+          if (result) return result;
+        }
+      } catch (err) {
+        throw guard.failure(err, "stream", url);
+      }
+      throw new IopError("BACKEND_ERROR", "Ollama stream ended early, without a done object");
+    });
+
+  const capabilities = async ({ signal }: { signal: AbortSignal }): Promise<Capabilities> => {
+    const caps = { streaming: true, tools: true, sessions: false };
+    // A hung server must not hang the health report: the connect limit bounds it too.
+    const limit = settings.connectTimeoutMs > 0
+      ? AbortSignal.any([signal, AbortSignal.timeout(settings.connectTimeoutMs)])
+      : signal;
+    const get = async (path: string) => {
+      const res = await fetch(base + path, { signal: limit });
+      if (!res.ok) {
+        await res.body?.cancel();
+        throw new Error(`GET ${path} answered ${res.status}`);
+      }
+      return await res.json();
+    };
+    try {
+      const [tags, version] = await Promise.all([get("/api/tags"), get("/api/version")]);
+      const models = (tags as { models?: { name?: string }[] }).models ?? [];
+      return {
+        ...caps,
+        targets: models.map((m) => m.name ?? "").filter((n) => n !== ""),
+        healthy: true,
+        detail: `ollama ${(version as { version?: string }).version ?? "unknown"} at ${base}`,
+      };
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      const detail = err instanceof Error ? err.message : String(err);
+      return {
+        ...caps,
+        targets: [...settings.models],
+        healthy: false,
+        detail: `ollama at ${base} unreachable: ${detail}`,
+      };
+    }
+  };
+
+  return { name, kind: "ollama", execute, capabilities };
+}

@@ -1,0 +1,261 @@
+/**
+ * The `openai_compat` adapter: runs models on any server speaking OpenAI's Chat Completions
+ * (`POST /v1/chat/completions`, SSE with `stream_options.include_usage`), lists them from
+ * `GET /v1/models`, and sends the API key as a Bearer token that is never logged.
+ * The `vllm` adapter is this one with vLLM's health endpoint (see `vllm.ts`).
+ * @module
+ */
+import { IopError } from "../../../shared/errors.ts";
+import { createLogger } from "../../../shared/log.ts";
+import type {
+  Adapter,
+  Capabilities,
+  ChatMessage,
+  EventSink,
+  ExecutionResult,
+  ExecutionSpec,
+  HttpModelSettings,
+} from "../ports.ts";
+import { chunks, postJson, readJson, redact, type RequestGuard, sseEvents } from "./http_stream.ts";
+import {
+  apiKeyOf,
+  baseOf,
+  guardedRun,
+  type ModelAdapterOptions,
+  type RunContext,
+} from "./model_run.ts";
+
+/** Options of {@linkcode createOpenAICompatAdapter}. */
+export interface OpenAICompatOptions extends ModelAdapterOptions {
+  /** Reported as the adapter's kind and metrics label (default "openai_compat"). */
+  kind?: "openai_compat" | "vllm";
+  /** A GET path whose 200 means healthy (vLLM: "/health"); absent = `/v1/models` decides. */
+  healthPath?: string;
+}
+
+interface WireToolCall {
+  index?: number;
+  id?: string;
+  function?: { name?: string; arguments?: string };
+}
+
+interface WireChoice {
+  delta?: { content?: string | null; tool_calls?: WireToolCall[] };
+  message?: { content?: string | null; tool_calls?: WireToolCall[] };
+  finish_reason?: string | null;
+}
+
+interface WireChunk {
+  error?: { message?: string } | string;
+  choices?: WireChoice[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+}
+
+function wireMessage(m: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  if (m.role === "tool") out.tool_call_id = m.toolCallId ?? "";
+  if (m.name && m.role !== "tool") out.name = m.name;
+  if (m.toolCalls?.length) {
+    out.tool_calls = m.toolCalls.map((c) => ({
+      id: c.id,
+      type: "function",
+      function: { name: c.name, arguments: c.arguments },
+    }));
+  }
+  return out;
+}
+
+/** The request body for `spec`; `sampling.extra` (e.g. vLLM's `top_k`) goes in as is. */
+function requestBody(spec: ExecutionSpec, stream: boolean): Record<string, unknown> {
+  const s = spec.sampling;
+  const messages = spec.messages.length > 0
+    ? spec.messages.map(wireMessage)
+    : [{ role: "user", content: spec.prompt }];
+  const body: Record<string, unknown> = { model: spec.target, messages, stream };
+  if (stream) body.stream_options = { include_usage: true };
+  if (s.temperature !== undefined) body.temperature = s.temperature;
+  if (s.topP !== undefined) body.top_p = s.topP;
+  // `max_tokens` rather than `max_completion_tokens`: every compatible server knows it.
+  if (s.maxTokens !== undefined) body.max_tokens = s.maxTokens;
+  if (s.stop?.length) body.stop = s.stop;
+  if (s.seed !== undefined) body.seed = s.seed;
+  if (spec.tools.length) {
+    body.tools = spec.tools.map((t) => ({
+      type: "function",
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }));
+  }
+  return { ...body, ...s.extra };
+}
+
+function finishOf(
+  reason: string | null | undefined,
+  sawTools: boolean,
+): ExecutionResult["finishReason"] {
+  if (reason === "length") return "length";
+  if (reason === "tool_calls" || reason === "function_call" || sawTools) return "tool_calls";
+  return "stop";
+}
+
+/** Folds chunks (or the one non-streaming answer) into sink events and the result. */
+class CompletionReader {
+  finish: string | null | undefined;
+  usage: ExecutionResult["usage"];
+  sawTools = false;
+  constructor(
+    private readonly sink: EventSink,
+    private readonly guard: RequestGuard,
+    private readonly secret: string,
+  ) {}
+
+  take(chunk: WireChunk): void {
+    if (chunk.error !== undefined) {
+      const message = typeof chunk.error === "string"
+        ? chunk.error
+        : chunk.error.message ?? "error";
+      throw new IopError("BACKEND_ERROR", redact(message, this.secret));
+    }
+    for (const choice of chunk.choices ?? []) {
+      const part = choice.delta ?? choice.message;
+      if (typeof part?.content === "string" && part.content !== "") {
+        this.guard.token();
+        this.sink.output(part.content);
+      }
+      for (const call of part?.tool_calls ?? []) {
+        this.guard.token();
+        this.sawTools = true;
+        this.sink.toolCall({
+          index: call.index ?? 0,
+          id: call.id ?? "",
+          name: call.function?.name ?? "",
+          arguments: call.function?.arguments ?? "",
+        });
+      }
+      if (choice.finish_reason) this.finish = choice.finish_reason;
+    }
+    if (chunk.usage) {
+      this.usage = {
+        inputTokens: chunk.usage.prompt_tokens ?? 0,
+        outputTokens: chunk.usage.completion_tokens ?? 0,
+      };
+    }
+  }
+
+  result(): ExecutionResult {
+    const out: ExecutionResult = { finishReason: finishOf(this.finish, this.sawTools) };
+    if (this.usage) out.usage = this.usage;
+    return out;
+  }
+}
+
+function parseData(data: string): WireChunk {
+  try {
+    return JSON.parse(data) as WireChunk;
+  } catch {
+    throw new IopError(
+      "BACKEND_ERROR",
+      `Model server sent an event that is not JSON: ${data.slice(0, 200)}`,
+    );
+  }
+}
+
+/** Creates an adapter for the OpenAI-compatible server at `settings.baseUrl` (with or without `/v1`). */
+export function createOpenAICompatAdapter(
+  name: string,
+  settings: HttpModelSettings,
+  options: OpenAICompatOptions = {},
+): Adapter {
+  const kind = options.kind ?? "openai_compat";
+  const root = baseOf(settings).replace(/\/v1$/, "");
+  const ctx: RunContext = {
+    kind,
+    name,
+    logger: options.logger ?? createLogger(`node.adapter.${kind}`).with({ adapter: name }),
+    metrics: options.metrics,
+  };
+  const headers = (): Record<string, string> => {
+    const key = apiKeyOf(settings);
+    return key === "" ? {} : { authorization: `Bearer ${key}` };
+  };
+
+  const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
+    guardedRun(ctx, spec, settings, signal, async (guard) => {
+      const secret = apiKeyOf(settings);
+      const stream = spec.metadata["stream"] !== "false";
+      const url = `${root}/v1/chat/completions`;
+      const res = await postJson(url, requestBody(spec, stream), guard, {
+        headers: headers(),
+        secret,
+      });
+      const reader = new CompletionReader(sink, guard, secret);
+      if (!stream) {
+        reader.take(await readJson(res, guard, url) as WireChunk);
+        return reader.result();
+      }
+      try {
+        for await (const event of sseEvents(chunks(res, guard))) {
+          if (event.data === "[DONE]") return reader.result();
+          reader.take(parseData(event.data));
+        }
+      } catch (err) {
+        throw guard.failure(err, "stream", url);
+      }
+      // Some servers close without [DONE]; a finish reason still means the answer is whole.
+      if (reader.finish) return reader.result();
+      throw new IopError(
+        "BACKEND_ERROR",
+        "Model server stream ended early, without a finish reason",
+      );
+    });
+
+  const capabilities = async ({ signal }: { signal: AbortSignal }): Promise<Capabilities> => {
+    const caps = { streaming: true, tools: true, sessions: false };
+    const limit = settings.connectTimeoutMs > 0
+      ? AbortSignal.any([signal, AbortSignal.timeout(settings.connectTimeoutMs)])
+      : signal;
+    let healthy = true;
+    let detail = `${kind} at ${root}`;
+    if (options.healthPath) {
+      try {
+        const res = await fetch(root + options.healthPath, { signal: limit });
+        await res.body?.cancel();
+        if (!res.ok) {
+          healthy = false;
+          detail = `${kind} at ${root}: GET ${options.healthPath} answered ${res.status}`;
+        }
+      } catch (err) {
+        if (signal.aborted) throw signal.reason;
+        return {
+          ...caps,
+          targets: [...settings.models],
+          healthy: false,
+          detail: `${kind} at ${root} unreachable: ${message(err)}`,
+        };
+      }
+    }
+    try {
+      const res = await fetch(`${root}/v1/models`, { headers: headers(), signal: limit });
+      if (!res.ok) {
+        await res.body?.cancel();
+        throw new Error(`GET /v1/models answered ${res.status}`);
+      }
+      const list = await res.json() as { data?: { id?: string }[] };
+      const targets = (list.data ?? []).map((m) => m.id ?? "").filter((id) => id !== "");
+      return { ...caps, targets, healthy, detail };
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      return {
+        ...caps,
+        targets: [...settings.models],
+        healthy: false,
+        detail: `${kind} at ${root}: ${message(err)}`,
+      };
+    }
+  };
+
+  return { name, kind, execute, capabilities };
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

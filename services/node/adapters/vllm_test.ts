@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import { startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
+import { specFor } from "./contract_case.ts";
+import { httpAdapterCases, never, recordingSink, settingsFor } from "./http_adapter_cases.ts";
+import { createVllmAdapter } from "./vllm.ts";
+
+httpAdapterCases("vllm", {
+  model: "Qwen/Qwen3-8B",
+  startFake: () => startFakeOpenAI({ flavor: "vllm", models: ["Qwen/Qwen3-8B"] }),
+  create: (settings) => createVllmAdapter("gpu-vllm", settings),
+});
+
+Deno.test("vllm passes top_k, min_p and repetition_penalty from sampling.extra in the body", async () => {
+  await using fake = startFakeOpenAI({ flavor: "vllm", defaults: { reply: "ok then" } });
+  const adapter = createVllmAdapter("gpu-vllm", settingsFor(fake.url));
+  const sink = recordingSink();
+  const result = await adapter.execute(
+    specFor({
+      target: "test-model",
+      messages: [{ role: "user", content: "hi" }],
+      sampling: { temperature: 0.7, extra: { top_k: 40, min_p: 0.05, repetition_penalty: 1.1 } },
+    }),
+    sink,
+    { signal: never() },
+  );
+  const body = fake.requests[0]!.body as Record<string, unknown>;
+  assert.deepEqual([body.top_k, body.min_p, body.repetition_penalty, body.temperature], [
+    40,
+    0.05,
+    1.1,
+    0.7,
+  ]);
+  assert.deepEqual(sink.deltas, ["ok", " then"]);
+  assert.deepEqual(result.usage, { inputTokens: 1, outputTokens: 2 });
+  assert.equal(adapter.kind, "vllm");
+});
+
+Deno.test("vllm is healthy while /health answers 200 and unhealthy when the engine is dead", async () => {
+  await using fake = startFakeOpenAI({ flavor: "vllm", models: ["m1"] });
+  const adapter = createVllmAdapter("gpu-vllm", settingsFor(fake.url + "/v1"));
+  const up = await adapter.capabilities({ signal: never() });
+  assert.deepEqual(up.targets, ["m1"]);
+  assert.equal(up.healthy, true);
+  fake.setEngineDead(true);
+  const down = await adapter.capabilities({ signal: never() });
+  assert.equal(down.healthy, false);
+  assert.match(down.detail, /\/health answered 503/);
+  assert.deepEqual(down.targets, ["m1"]);
+  assert.ok(fake.requests.some((r) => r.path === "/health"));
+});
+
+Deno.test("vllm sends its api key and reads vLLM's plain Unauthorized answer", async () => {
+  await using fake = startFakeOpenAI({ flavor: "vllm", apiKey: "vk-1" });
+  const good = createVllmAdapter("v", settingsFor(fake.url, { apiKey: "vk-1" }));
+  assert.equal((await good.capabilities({ signal: never() })).healthy, true);
+  const bad = createVllmAdapter("v", settingsFor(fake.url, { apiKey: "vk-2" }));
+  const err = await bad.execute(
+    specFor({ target: "test-model", messages: [{ role: "user", content: "x" }] }),
+    recordingSink(),
+    { signal: never() },
+  ).catch((e) => e);
+  assert.equal(err.code, "UNAUTHENTICATED");
+  assert.equal(err.message, "Unauthorized");
+});
