@@ -1,19 +1,19 @@
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { Registry } from "prom-client";
-import { NodeEnvelopeSchema } from "../../../proto/gen/iop/v1/node_pb.ts";
-import { createLogger } from "../../../shared/log.ts";
-import { runInput } from "../../../shared/run.ts";
-import { encodeFrame } from "../../../shared/wire/frame.ts";
-import { createWireMetrics } from "../../../shared/wire/wire_metrics.ts";
-import { mockAdapterFactory } from "../../node/adapters/mock.ts";
-import { buildAdapterRegistry } from "../../node/adapters/registry.ts";
-import { NodeCore } from "../../node/node.ts";
-import { openRunStore } from "../../node/store/sqlite_store.ts";
-import { startEdgeClient } from "../../node/transport/edge_client.ts";
-import { parseEdgeConfig } from "../config.ts";
-import { EdgeService } from "../service.ts";
-import { startNodeServer } from "./node_server.ts";
+import { NodeEnvelopeSchema } from "../proto/gen/iop/v1/node_pb.ts";
+import { createLogger } from "../shared/log.ts";
+import { runInput } from "../shared/run.ts";
+import { encodeFrame } from "../shared/wire/frame.ts";
+import { createWireMetrics } from "../shared/wire/wire_metrics.ts";
+import { mockAdapterFactory } from "../services/node/adapters/mock.ts";
+import { buildAdapterRegistry } from "../services/node/adapters/registry.ts";
+import { NodeCore } from "../services/node/node.ts";
+import { openRunStore } from "../services/node/store/sqlite_store.ts";
+import { startEdgeClient } from "../services/node/transport/edge_client.ts";
+import { parseEdgeConfig } from "../services/edge/config.ts";
+import { EdgeService } from "../services/edge/service.ts";
+import { startNodeServer } from "../services/edge/transport/node_server.ts";
 
 const quiet = createLogger("test", { writer: () => {} });
 
