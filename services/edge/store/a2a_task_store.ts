@@ -1,0 +1,90 @@
+/**
+ * The Edge's A2A task store: one SQLite file (WAL) holding each task as JSON next to the columns
+ * that retention and recovery query. Schema version in `PRAGMA user_version`, migrated on open;
+ * a file written by a newer Edge is refused.
+ * @module
+ */
+import { DatabaseSync } from "node:sqlite";
+import { IopError } from "../../../shared/errors.ts";
+import type { A2aTaskStore } from "../a2a/task_store.ts";
+import type { A2aTask } from "../a2a/task_model.ts";
+
+/** Schema steps; entry `i` takes the file from version `i` to `i + 1`. Append, never edit. */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE tasks (
+     id TEXT PRIMARY KEY,
+     agent_id TEXT NOT NULL,
+     context_id TEXT NOT NULL,
+     state TEXT NOT NULL,
+     created_at_ms INTEGER NOT NULL,
+     updated_at_ms INTEGER NOT NULL,
+     body TEXT NOT NULL
+   );
+   CREATE INDEX tasks_by_update ON tasks (updated_at_ms);`,
+];
+
+function migrate(db: DatabaseSync, path: string): void {
+  const { user_version: version } = db.prepare("PRAGMA user_version").get() as {
+    user_version: number;
+  };
+  if (version > MIGRATIONS.length) {
+    throw new IopError(
+      "INTERNAL",
+      `Cannot open A2A task store '${path}' as its schema version ${version} is newer than ` +
+        `this Edge's ${MIGRATIONS.length}`,
+    );
+  }
+  if (version === MIGRATIONS.length) return;
+  db.exec("BEGIN");
+  try {
+    for (const step of MIGRATIONS.slice(version)) db.exec(step);
+    db.exec(`PRAGMA user_version = ${MIGRATIONS.length}`);
+    db.exec("COMMIT");
+  } catch (err) {
+    db.exec("ROLLBACK");
+    throw err;
+  }
+}
+
+/** Opens (creating or migrating) the task store at `path`; `":memory:"` works too. */
+export function openA2aTaskStore(path: string): A2aTaskStore {
+  const db = new DatabaseSync(path);
+  try {
+    db.exec("PRAGMA busy_timeout = 2000");
+    migrate(db, path);
+    db.exec("PRAGMA journal_mode = WAL");
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  const upsert = db.prepare(
+    `INSERT INTO tasks (id, agent_id, context_id, state, created_at_ms, updated_at_ms, body)
+     VALUES (?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (id) DO UPDATE SET state = excluded.state,
+       updated_at_ms = excluded.updated_at_ms, body = excluded.body`,
+  );
+  const all = db.prepare("SELECT body FROM tasks ORDER BY created_at_ms, rowid");
+  const purge = db.prepare("DELETE FROM tasks WHERE updated_at_ms < ?");
+  return {
+    put(task: A2aTask) {
+      upsert.run(
+        task.id,
+        task.agentId,
+        task.contextId,
+        task.status.state,
+        task.createdAtMs,
+        task.status.timestampMs,
+        JSON.stringify(task),
+      );
+    },
+    loadAll() {
+      return (all.all() as { body: string }[]).map((row) => JSON.parse(row.body) as A2aTask);
+    },
+    deleteUpdatedBefore(ms: number) {
+      return Number(purge.run(ms).changes);
+    },
+    close() {
+      if (db.isOpen) db.close();
+    },
+  };
+}
