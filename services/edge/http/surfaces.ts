@@ -6,15 +6,69 @@
 import type { Hono } from "hono";
 import type { Registry } from "prom-client";
 import type { Logger } from "../../../shared/log.ts";
+import { createA2aSurface } from "../a2a/surface.ts";
+import type { A2aTaskManager } from "../a2a/task_manager.ts";
 import type { EdgeService } from "../service.ts";
+import { createPoolMetrics } from "../pools/pool_metrics.ts";
+import { apiKeyAuth } from "./auth.ts";
+import { createHttpMetrics } from "./http_metrics.ts";
+import { createOllamaApp } from "./ollama/app.ts";
+import { createOpenAIApp } from "./openai/app.ts";
 
 /** What every surface may use. */
 export interface SurfaceDeps {
   service: EdgeService;
   registry: Registry;
   logger: Logger;
+  /** A2A task manager; the A2A surface is mounted only when it is given. */
+  a2aTasks?: A2aTaskManager;
+  /** Version string published in agent cards. */
+  version?: string;
 }
 
 /** Adds every public surface to `app`. */
-export function mountSurfaces(_app: Hono, _deps: SurfaceDeps): void {
+export function mountSurfaces(app: Hono, deps: SurfaceDeps): void {
+  mountA2a(app, deps);
+  mountModelApis(app, deps);
+}
+
+/**
+ * OpenAI-compatible `/v1/*` and Ollama-compatible `/api/*` (the base app's `/api/iop/status`
+ * is registered first and keeps precedence), plus Ollama's `GET /` liveness text.
+ */
+function mountModelApis(app: Hono, deps: SurfaceDeps): void {
+  const metrics = createHttpMetrics(deps.registry);
+  deps.service.pools.attachMetrics(createPoolMetrics(deps.registry));
+  app.route("/v1", createOpenAIApp({ service: deps.service, metrics }));
+  app.route("/api", createOllamaApp({ service: deps.service, metrics }));
+  app.get("/", (c) => c.text("Ollama is running"));
+}
+
+/**
+ * A2A: the default agent's card at `/.well-known/agent-card.json`, each agent's card at
+ * `/a2a/<agent-id>/.well-known/agent-card.json`, JSON-RPC at `/a2a/<agent-id>` (`/a2a` serves
+ * the default agent). Cards are public; JSON-RPC needs an API key when the config lists keys.
+ */
+function mountA2a(app: Hono, deps: SurfaceDeps): void {
+  const tasks = deps.a2aTasks;
+  if (!tasks) return;
+  const a2a = createA2aSurface({
+    config: () => deps.service.config,
+    tasks,
+    logger: deps.logger.with({ surface: "a2a" }),
+    version: deps.version ?? "0.0.0",
+  });
+  app.get("/.well-known/agent-card.json", (c) => a2a.card(c.req.raw));
+  app.get("/a2a/.well-known/agent-card.json", (c) => a2a.card(c.req.raw));
+  app.get(
+    "/a2a/:agent/.well-known/agent-card.json",
+    (c) => a2a.card(c.req.raw, c.req.param("agent")),
+  );
+  const auth = apiKeyAuth({
+    keys: () => deps.service.config.http.apiKeys,
+    unauthorized: (c, message) =>
+      c.json({ jsonrpc: "2.0", id: null, error: { code: -32600, message } }, 401),
+  });
+  app.post("/a2a", auth, (c) => a2a.rpc(c.req.raw));
+  app.post("/a2a/:agent", auth, (c) => a2a.rpc(c.req.raw, c.req.param("agent")));
 }

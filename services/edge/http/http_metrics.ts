@@ -1,0 +1,101 @@
+/**
+ * Prometheus metrics of the Edge's public HTTP surfaces: requests by route and status, request
+ * duration, time to first token and tokens in/out. Route labels are route patterns, never ids.
+ * @module
+ */
+import type { MiddlewareHandler } from "hono";
+import { Counter, Histogram, type Registry } from "prom-client";
+
+/** What the surfaces record into. */
+export interface HttpMetrics {
+  requests: Counter<"route" | "status">;
+  duration: Histogram<"route">;
+  firstToken: Histogram<"route">;
+  tokens: Counter<"route" | "direction">;
+}
+
+/** Declares the surface metrics in `registry`. */
+export function createHttpMetrics(registry: Registry): HttpMetrics {
+  const registers = [registry];
+  return {
+    requests: new Counter({
+      name: "iop_edge_http_requests_total",
+      help: "Public API requests by route and HTTP status.",
+      labelNames: ["route", "status"],
+      registers,
+    }),
+    duration: new Histogram({
+      name: "iop_edge_http_request_duration_seconds",
+      help: "Time from request to the last byte of the response, by route.",
+      labelNames: ["route"],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    }),
+    firstToken: new Histogram({
+      name: "iop_edge_http_time_to_first_token_seconds",
+      help: "Time from request to the first answer token sent to the client, by route.",
+      labelNames: ["route"],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    tokens: new Counter({
+      name: "iop_edge_http_tokens_total",
+      help: "Tokens of answered requests by route and direction (in, out).",
+      labelNames: ["route", "direction"],
+      registers,
+    }),
+  };
+}
+
+/** Per-request recorder a handler uses for what only it knows (first token, usage). */
+export interface RequestMeter {
+  /** Records the first token once; later calls are ignored. */
+  firstToken(): void;
+  usage(inputTokens: number, outputTokens: number): void;
+  /** Records the end of a streamed body (duration counts to the last byte). */
+  streamEnded(): void;
+}
+
+/** Key under which the meter sits in the hono context. */
+export const METER_KEY = "iopMeter";
+
+/**
+ * Middleware measuring one route: counts the request with its status, and its duration up to
+ * the response (for streams, up to `streamEnded`).
+ */
+export function meterRoute(metrics: HttpMetrics | undefined, route: string): MiddlewareHandler {
+  return async function meterRouteMiddleware(c, next) {
+    const start = performance.now();
+    let sawFirst = false;
+    let streaming = false;
+    let ended = false;
+    const finish = () => {
+      if (ended) return;
+      ended = true;
+      metrics?.duration.labels(route).observe((performance.now() - start) / 1000);
+    };
+    const meter: RequestMeter = {
+      firstToken: () => {
+        if (sawFirst) return;
+        sawFirst = true;
+        metrics?.firstToken.labels(route).observe((performance.now() - start) / 1000);
+      },
+      usage: (input, output) => {
+        metrics?.tokens.labels(route, "in").inc(input);
+        metrics?.tokens.labels(route, "out").inc(output);
+      },
+      streamEnded: finish,
+    };
+    c.set(METER_KEY as never, meter as never);
+    await next();
+    streaming = (c.res.headers.get("content-type") ?? "").match(/event-stream|ndjson/) !== null;
+    metrics?.requests.labels(route, String(c.res.status)).inc();
+    if (!streaming) finish();
+  };
+}
+
+/** The meter of the current request (a no-op one outside {@linkcode meterRoute}). */
+export function meterOf(c: { get: (key: never) => unknown }): RequestMeter {
+  return (c.get(METER_KEY as never) as RequestMeter | undefined) ??
+    { firstToken() {}, usage() {}, streamEnded() {} };
+}

@@ -1,0 +1,47 @@
+/**
+ * The boundary where a public `model` name becomes an internal route: a model group served by a
+ * provider pool, or one `adapter + target`. Aliases resolve to their model. Nothing deeper than
+ * this file knows public model names.
+ * @module
+ */
+import { IopError } from "../../../shared/errors.ts";
+import type { RunInput } from "../../../shared/run.ts";
+import type { EdgeConfig, ModelRecord } from "../config.ts";
+import type { RunSubmission } from "../ports.ts";
+
+/** A public model resolved to its route. */
+export type ResolvedModel =
+  | { name: string; route: "pool"; group: string }
+  | { name: string; route: "direct"; adapter: string; target: string };
+
+function find(config: EdgeConfig, model: string): ModelRecord | undefined {
+  return config.models.find((m) => m.name === model || m.aliases.includes(model));
+}
+
+/**
+ * Resolves `model` (a name or an alias; Ollama-style `name:latest` also matches `name`).
+ * Throws NOT_FOUND for an unknown model.
+ */
+export function resolveModel(config: EdgeConfig, model: string): ResolvedModel {
+  const record = find(config, model) ??
+    (model.endsWith(":latest") ? find(config, model.slice(0, -":latest".length)) : undefined);
+  if (!record) {
+    throw new IopError("NOT_FOUND", `The model '${model}' does not exist`);
+  }
+  if (record.route === "pool") return { name: record.name, route: "pool", group: record.name };
+  return { name: record.name, route: "direct", adapter: record.adapter, target: record.target };
+}
+
+/** The run submission for a resolved model and a surface-built input (adapter/target unset). */
+export function submissionFor(
+  model: ResolvedModel,
+  input: Omit<RunInput, "adapter" | "target">,
+): RunSubmission {
+  if (model.route === "pool") return { ...input, adapter: "", target: "", modelGroup: model.group };
+  return { ...input, adapter: model.adapter, target: model.target };
+}
+
+/** The public model names this Edge serves, in config order (aliases are not listed). */
+export function publicModels(config: EdgeConfig): string[] {
+  return config.models.map((m) => m.name);
+}

@@ -1,0 +1,129 @@
+/**
+ * The Ollama-compatible surface, mounted at `/api`: `GET /api/tags`, `/api/ps`, `/api/version`,
+ * `POST /api/chat` and `/api/generate` (NDJSON streaming by default), so tools that speak
+ * Ollama can use the whole fleet. Every request becomes a run through the service layer.
+ * @module
+ */
+import { type Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { toIopError } from "../../../../shared/errors.ts";
+import { OverloadedError } from "../../pools/provider_pools.ts";
+import type { EdgeService } from "../../service.ts";
+import { apiKeyAuth } from "../auth.ts";
+import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
+import { readJsonBody } from "../json_fields.ts";
+import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
+import { collectAnswer, httpStatusOf, startRun, streamBody } from "../run_bridge.ts";
+import {
+  ollamaAnswer,
+  ollamaLines,
+  type OllamaRequest,
+  parseOllamaChat,
+  parseOllamaGenerate,
+} from "./convert.ts";
+
+/** The message Ollama answers with when its queue is full. */
+export const OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded";
+
+/** The Ollama version this surface reports to clients that check it. */
+export const OLLAMA_COMPAT_VERSION = "0.6.4";
+
+/** Dependencies of {@linkcode createOllamaApp}. */
+export interface OllamaAppDeps {
+  service: EdgeService;
+  metrics?: HttpMetrics;
+}
+
+/** Answers with Ollama's `{"error": "..."}` for anything thrown. */
+export function ollamaErrorResponse(c: Context, err: unknown): Response {
+  const e = toIopError(err);
+  if (e.code === "OVERLOADED") {
+    const headers: Record<string, string> = {};
+    if (err instanceof OverloadedError) headers["retry-after"] = String(err.retryAfterSeconds);
+    return c.json({ error: OLLAMA_BUSY }, 503, headers);
+  }
+  const message = e.code === "NOT_FOUND" && e.message.startsWith("The model '")
+    ? `model '${e.message.slice("The model '".length, e.message.lastIndexOf("'"))}' not found`
+    : e.message;
+  return c.json({ error: message }, httpStatusOf(e.code) as 400);
+}
+
+/** Builds the `/api` sub-app (without `/api/iop/*`, which the base app serves). */
+export function createOllamaApp(deps: OllamaAppDeps): Hono {
+  const { service, metrics } = deps;
+  const app = new Hono();
+  app.use(
+    "*",
+    apiKeyAuth({
+      keys: () => service.config.http.apiKeys,
+      unauthorized: (c) => c.json({ error: "unauthorized" }, 401),
+    }),
+  );
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: service.config.http.maxBodyBytes,
+      onError: (c) =>
+        c.json(
+          { error: `request body exceeds the limit of ${service.config.http.maxBodyBytes} bytes` },
+          413,
+        ),
+    }),
+  );
+  app.onError((err, c) => ollamaErrorResponse(c, err));
+
+  app.get("/version", (c) => c.json({ version: OLLAMA_COMPAT_VERSION }));
+
+  app.get("/tags", meterRoute(metrics, "/api/tags"), async (c) => {
+    const modifiedAt = new Date(service.status().startedAtMs).toISOString();
+    const models = await Promise.all(
+      publicModels(service.config).map(async (name) => ({
+        name,
+        model: name,
+        modified_at: modifiedAt,
+        size: 0,
+        digest: await digestOf(name),
+        details: {
+          parent_model: "",
+          format: "",
+          family: "",
+          families: null,
+          parameter_size: "",
+          quantization_level: "",
+        },
+      })),
+    );
+    return c.json({ models });
+  });
+
+  app.get("/ps", (c) => c.json({ models: [] }));
+
+  const run = (kind: "chat" | "generate", parse: typeof parseOllamaChat) => async (c: Context) => {
+    const signal = c.req.raw.signal;
+    const startedNs = performance.now() * 1e6;
+    const req: OllamaRequest = parse(await readJsonBody(c.req.raw));
+    const model = resolveModel(service.config, req.model);
+    const started = await startRun(service, submissionFor(model, req.input), signal);
+    const meter = meterOf(c);
+    if (!req.stream) {
+      const answer = await collectAnswer(started.events);
+      meter.firstToken();
+      meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
+      return c.json(ollamaAnswer(kind, req.model, answer, startedNs));
+    }
+    const body = streamBody(
+      ollamaLines(kind, req.model, started.events, startedNs, meter),
+      started.handle,
+      meter.streamEnded,
+    );
+    return new Response(body, { headers: { "content-type": "application/x-ndjson" } });
+  };
+  app.post("/chat", meterRoute(metrics, "/api/chat"), run("chat", parseOllamaChat));
+  app.post("/generate", meterRoute(metrics, "/api/generate"), run("generate", parseOllamaGenerate));
+  return app;
+}
+
+async function digestOf(name: string): Promise<string> {
+  const hash = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(name));
+  return [...new Uint8Array(hash)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

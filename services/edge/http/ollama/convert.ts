@@ -1,0 +1,214 @@
+/**
+ * Ollama request and response shapes: `/api/chat` and `/api/generate` bodies become run inputs;
+ * run events become NDJSON chunks with Ollama's final `done:true` object (durations in ns).
+ * @module
+ */
+import type { ChatMessage, RunEvent, RunInput, Sampling, Usage } from "../../../../shared/run.ts";
+import type { RequestMeter } from "../http_metrics.ts";
+import type { JsonFields } from "../json_fields.ts";
+import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
+
+/** A parsed Ollama chat or generate request. */
+export interface OllamaRequest {
+  model: string;
+  stream: boolean;
+  input: Omit<RunInput, "adapter" | "target">;
+}
+
+const ROLES = ["system", "user", "assistant", "tool"] as const;
+
+/** Ollama `options` as sampling; unknown numeric options pass through as extras. */
+function samplingOf(body: JsonFields): Sampling {
+  const options = body.object("options");
+  const sampling: Sampling = {};
+  if (!options) return sampling;
+  const temperature = options.number("temperature", { min: 0 });
+  if (temperature !== undefined) sampling.temperature = temperature;
+  const topP = options.number("top_p", { min: 0, max: 1 });
+  if (topP !== undefined) sampling.topP = topP;
+  const numPredict = options.number("num_predict", { integer: true });
+  if (numPredict !== undefined && numPredict > 0) sampling.maxTokens = numPredict;
+  const stop = options.stringList("stop");
+  if (stop !== undefined) sampling.stop = stop;
+  const seed = options.number("seed", { integer: true });
+  if (seed !== undefined) sampling.seed = seed;
+  const extra: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(options.value)) {
+    if (!["temperature", "top_p", "num_predict", "stop", "seed"].includes(k)) extra[k] = v;
+  }
+  if (Object.keys(extra).length > 0) sampling.extra = extra;
+  return sampling;
+}
+
+function toolsOf(body: JsonFields): RunInput["tools"] {
+  return body.objects("tools").map((tool) => {
+    const fn = tool.object("function") ?? tool.fail("function", "is required");
+    return {
+      name: fn.requiredString("name"),
+      description: fn.string("description") ?? "",
+      parameters: fn.object("parameters")?.value ?? {},
+    };
+  });
+}
+
+function base(body: JsonFields, messages: ChatMessage[], prompt: string): OllamaRequest {
+  return {
+    model: body.requiredString("model"),
+    stream: body.boolean("stream") ?? true,
+    input: {
+      messages,
+      prompt,
+      sampling: samplingOf(body),
+      tools: toolsOf(body),
+      sessionId: "",
+      metadata: {},
+      timeoutMs: 0,
+    },
+  };
+}
+
+/** Validates an `/api/chat` body; errors name the bad field. */
+export function parseOllamaChat(body: JsonFields): OllamaRequest {
+  const messages = body.objects("messages").map((m): ChatMessage => {
+    const role = m.requiredString("role");
+    if (!(ROLES as readonly string[]).includes(role)) {
+      m.fail("role", `must be one of ${ROLES.join(", ")}: got '${role}'`);
+    }
+    const msg: ChatMessage = {
+      role: role as ChatMessage["role"],
+      content: m.string("content") ?? "",
+    };
+    const calls = m.objects("tool_calls");
+    if (calls.length > 0) {
+      msg.toolCalls = calls.map((call, index) => {
+        const fn = call.object("function") ?? call.fail("function", "is required");
+        const args = fn.value.arguments;
+        return {
+          index,
+          id: `call_${index}`,
+          name: fn.requiredString("name"),
+          arguments: typeof args === "string" ? args : JSON.stringify(args ?? {}),
+        };
+      });
+    }
+    return msg;
+  });
+  return base(body, messages, "");
+}
+
+/** Validates an `/api/generate` body; errors name the bad field. */
+export function parseOllamaGenerate(body: JsonFields): OllamaRequest {
+  const prompt = body.string("prompt") ?? "";
+  const system = body.string("system");
+  const messages: ChatMessage[] = [];
+  if (system) messages.push({ role: "system", content: system });
+  messages.push({ role: "user", content: prompt });
+  return base(body, messages, prompt);
+}
+
+function finalFields(usage: Usage, startedNs: number, doneReason: string) {
+  const total = Math.max(0, Math.round(performance.now() * 1e6 - startedNs));
+  return {
+    done: true,
+    done_reason: doneReason,
+    total_duration: total,
+    load_duration: 0,
+    prompt_eval_count: usage.inputTokens,
+    prompt_eval_duration: 0,
+    eval_count: usage.outputTokens,
+    eval_duration: total,
+  };
+}
+
+function ollamaToolCalls(answer: Pick<RunAnswer, "toolCalls">) {
+  return answer.toolCalls.map((c) => ({
+    function: { name: c.name, arguments: parseArguments(c.arguments) },
+  }));
+}
+
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text || "{}");
+  } catch {
+    return text;
+  }
+}
+
+/** The one-object answer of a non-streaming request. */
+export function ollamaAnswer(
+  kind: "chat" | "generate",
+  model: string,
+  answer: RunAnswer,
+  startedNs: number,
+): Record<string, unknown> {
+  const head: Record<string, unknown> = { model, created_at: new Date().toISOString() };
+  if (kind === "chat") {
+    const message: Record<string, unknown> = { role: "assistant", content: answer.text };
+    if (answer.toolCalls.length > 0) message.tool_calls = ollamaToolCalls(answer);
+    head.message = message;
+  } else {
+    head.response = answer.text;
+  }
+  const reason = answer.finishReason === "length" ? "length" : "stop";
+  return { ...head, ...finalFields(answer.usage, startedNs, reason) };
+}
+
+/** NDJSON lines of a streamed answer; a failure is one more `{"error":…}` line. */
+export async function* ollamaLines(
+  kind: "chat" | "generate",
+  model: string,
+  events: AsyncIterable<RunEvent>,
+  startedNs: number,
+  meter: RequestMeter,
+): AsyncGenerator<string> {
+  const line = (fields: Record<string, unknown>, piece: string) => {
+    const out: Record<string, unknown> = { model, created_at: new Date().toISOString() };
+    if (kind === "chat") out.message = { role: "assistant", content: piece };
+    else out.response = piece;
+    return `${JSON.stringify({ ...out, ...fields })}\n`;
+  };
+  const tools = new ToolCallAccumulator();
+  let usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  for await (const event of events) {
+    switch (event.type) {
+      case "usage":
+        usage = event.usage;
+        break;
+      case "output":
+        if (event.text === "") break;
+        meter.firstToken();
+        yield line({ done: false }, event.text);
+        break;
+      case "tool_call":
+        meter.firstToken();
+        tools.add(event.call);
+        break;
+      case "completed": {
+        const toolCalls = tools.calls();
+        if (toolCalls.length > 0 && kind === "chat") {
+          yield `${
+            JSON.stringify({
+              model,
+              created_at: new Date().toISOString(),
+              message: {
+                role: "assistant",
+                content: "",
+                tool_calls: ollamaToolCalls({ toolCalls }),
+              },
+              done: false,
+            })
+          }\n`;
+        }
+        const final = event.usage ?? usage;
+        meter.usage(final.inputTokens, final.outputTokens);
+        const reason = event.finishReason === "length" ? "length" : "stop";
+        yield line(finalFields(final, startedNs, reason), "");
+        return;
+      }
+      case "failed":
+      case "cancelled":
+        yield `${JSON.stringify({ error: errorOf(event)!.message })}\n`;
+        return;
+    }
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The OpenAI-compatible surface, mounted at `/v1`: `GET /v1/models`,
+ * `POST /v1/chat/completions` and `POST /v1/responses`, streaming and not. Every request
+ * becomes a run through the service layer; a client that goes away cancels it.
+ * @module
+ */
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { apiKeyAuth } from "../auth.ts";
+import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
+import { readJsonBody } from "../json_fields.ts";
+import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
+import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
+import type { EdgeService } from "../../service.ts";
+import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
+import { openaiErrorResponse, openaiUnauthorized } from "./errors.ts";
+import { parseResponsesRequest, responseEvents, responseObject } from "./responses.ts";
+
+/** Dependencies of {@linkcode createOpenAIApp}. */
+export interface OpenAIAppDeps {
+  service: EdgeService;
+  metrics?: HttpMetrics;
+}
+
+const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+  "x-accel-buffering": "no",
+};
+
+/** Builds the `/v1` sub-app. */
+export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
+  const { service, metrics } = deps;
+  const app = new Hono();
+  app.use(
+    "*",
+    apiKeyAuth({ keys: () => service.config.http.apiKeys, unauthorized: openaiUnauthorized }),
+  );
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: service.config.http.maxBodyBytes,
+      onError: (c) =>
+        c.json({
+          error: {
+            message:
+              `The request body exceeds the limit of ${service.config.http.maxBodyBytes} bytes`,
+            type: "invalid_request_error",
+            param: null,
+            code: "request_too_large",
+          },
+        }, 413),
+    }),
+  );
+  app.onError((err, c) => openaiErrorResponse(c, err));
+  app.notFound((c) =>
+    c.json({
+      error: {
+        message: `Unknown request URL: ${c.req.method} ${new URL(c.req.url).pathname}`,
+        type: "invalid_request_error",
+        param: null,
+        code: "unknown_url",
+      },
+    }, 404)
+  );
+
+  app.get("/models", meterRoute(metrics, "/v1/models"), (c) => {
+    const created = Math.floor(service.status().startedAtMs / 1000);
+    return c.json({
+      object: "list",
+      data: publicModels(service.config).map((id) => ({
+        id,
+        object: "model",
+        created,
+        owned_by: "iop",
+      })),
+    });
+  });
+
+  app.get("/models/:model", meterRoute(metrics, "/v1/models/:model"), (c) => {
+    const model = resolveModel(service.config, c.req.param("model"));
+    const created = Math.floor(service.status().startedAtMs / 1000);
+    return c.json({ id: model.name, object: "model", created, owned_by: "iop" });
+  });
+
+  app.post("/chat/completions", meterRoute(metrics, "/v1/chat/completions"), async (c) => {
+    const signal = c.req.raw.signal;
+    const req = parseChatRequest(await readJsonBody(c.req.raw));
+    const model = resolveModel(service.config, req.model);
+    const run = await startRun(service, submissionFor(model, req.input), signal);
+    const meter = meterOf(c);
+    if (!req.stream) {
+      const answer = await collectAnswer(run.events);
+      meter.firstToken();
+      meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
+      return c.json(chatCompletion(req.model, answer));
+    }
+    const body = streamBody(
+      chatChunks(req.model, req.includeUsage, run.events, meter),
+      run.handle,
+      meter.streamEnded,
+    );
+    return new Response(body, { headers: SSE_HEADERS });
+  });
+
+  app.post("/responses", meterRoute(metrics, "/v1/responses"), async (c) => {
+    const signal = c.req.raw.signal;
+    const req = parseResponsesRequest(await readJsonBody(c.req.raw));
+    const model = resolveModel(service.config, req.model);
+    const run = await startRun(service, submissionFor(model, req.input), signal);
+    const meter = meterOf(c);
+    if (!req.stream) {
+      const answer = await collectAnswer(run.events);
+      meter.firstToken();
+      meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
+      return c.json(responseObject(req, answer));
+    }
+    const body = streamBody(responseEvents(req, run.events, meter), run.handle, meter.streamEnded);
+    return new Response(body, { headers: SSE_HEADERS });
+  });
+
+  return app;
+}

@@ -1,0 +1,240 @@
+/**
+ * `POST /v1/chat/completions`: the request becomes a run input; the answer is one
+ * `chat.completion` object or an SSE stream of `chat.completion.chunk`s in the exact order of
+ * PROTOCOLS.md (role delta, content/tool-call deltas, a closing `delta:{}` with the finish
+ * reason, the usage chunk when asked, `[DONE]`).
+ * @module
+ */
+import type {
+  ChatMessage,
+  RunEvent,
+  RunInput,
+  ToolDefinition,
+  Usage,
+} from "../../../../shared/run.ts";
+import { FieldError, type JsonFields } from "../json_fields.ts";
+import type { RequestMeter } from "../http_metrics.ts";
+import { errorOf, type RunAnswer } from "../run_bridge.ts";
+import { openaiError } from "./errors.ts";
+
+/** A parsed chat completion request. */
+export interface ChatRequest {
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  input: Omit<RunInput, "adapter" | "target">;
+}
+
+const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
+
+/** Text of an OpenAI content field: a string, null, or text parts. */
+export function contentText(m: JsonFields, key = "content"): string {
+  const v = m.value[key];
+  if (v === undefined || v === null) return "";
+  if (typeof v === "string") return v;
+  return m.objects(key).map((part) => {
+    const type = part.requiredString("type");
+    if (type !== "text" && type !== "input_text" && type !== "output_text") {
+      part.fail("type", `'${type}' is not supported; only text parts are`);
+    }
+    return part.string("text") ?? "";
+  }).join("");
+}
+
+function parseMessage(m: JsonFields): ChatMessage {
+  const role = m.requiredString("role");
+  if (!(ROLES as readonly string[]).includes(role)) {
+    m.fail("role", `must be one of ${ROLES.join(", ")}: got '${role}'`);
+  }
+  const msg: ChatMessage = { role: role as ChatMessage["role"], content: contentText(m) };
+  const name = m.string("name");
+  if (name !== undefined) msg.name = name;
+  if (role === "tool") msg.toolCallId = m.requiredString("tool_call_id");
+  const calls = m.objects("tool_calls");
+  if (calls.length > 0) {
+    msg.toolCalls = calls.map((call, index) => {
+      const fn = call.object("function") ?? call.fail("function", "is required");
+      return {
+        index,
+        id: call.requiredString("id"),
+        name: fn.requiredString("name"),
+        arguments: fn.string("arguments") ?? "",
+      };
+    });
+  }
+  return msg;
+}
+
+/** OpenAI `tools` (function tools only) as run tool definitions. */
+export function parseTools(body: JsonFields, nested: boolean): ToolDefinition[] {
+  return body.objects("tools").map((tool) => {
+    const type = tool.requiredString("type");
+    if (type !== "function") tool.fail("type", `'${type}' is not supported; use 'function'`);
+    const fn = nested ? (tool.object("function") ?? tool.fail("function", "is required")) : tool;
+    const params = fn.object("parameters");
+    return {
+      name: fn.requiredString("name"),
+      description: fn.string("description") ?? "",
+      parameters: params?.value ?? {},
+    };
+  });
+}
+
+/** Validates a chat completion body; errors name the bad field. */
+export function parseChatRequest(body: JsonFields): ChatRequest {
+  const model = body.requiredString("model");
+  const messagesRaw = body.array("messages");
+  if (!messagesRaw) body.fail("messages", "is required");
+  if (messagesRaw.length === 0) body.fail("messages", "must contain at least one message");
+  const messages = body.objects("messages").map(parseMessage);
+  const n = body.number("n", { min: 1, integer: true });
+  if (n !== undefined && n !== 1) body.fail("n", "must be 1: only one choice is supported");
+  const stream = body.boolean("stream") ?? false;
+  const streamOptions = body.object("stream_options");
+  if (streamOptions && !stream) {
+    body.fail("stream_options", "is only allowed when 'stream' is true");
+  }
+  const sampling: RunInput["sampling"] = {};
+  const temperature = body.number("temperature", { min: 0, max: 2 });
+  if (temperature !== undefined) sampling.temperature = temperature;
+  const topP = body.number("top_p", { min: 0, max: 1 });
+  if (topP !== undefined) sampling.topP = topP;
+  const maxTokens = body.number("max_completion_tokens", { min: 1, integer: true }) ??
+    body.number("max_tokens", { min: 1, integer: true });
+  if (maxTokens !== undefined) sampling.maxTokens = maxTokens;
+  const stop = body.stringList("stop");
+  if (stop !== undefined) sampling.stop = stop;
+  const seed = body.number("seed", { integer: true });
+  if (seed !== undefined) sampling.seed = seed;
+  return {
+    model,
+    stream,
+    includeUsage: streamOptions?.boolean("include_usage") ?? false,
+    input: {
+      messages,
+      prompt: "",
+      sampling,
+      tools: parseTools(body, true),
+      sessionId: "",
+      metadata: metadataOf(body),
+      timeoutMs: 0,
+    },
+  };
+}
+
+/** OpenAI's `metadata` (string values) as run metadata. */
+export function metadataOf(body: JsonFields): Record<string, string> {
+  const meta = body.object("metadata");
+  if (!meta) return {};
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(meta.value)) {
+    if (typeof v !== "string") throw new FieldError(meta.at(k), `'${meta.at(k)}' must be a string`);
+    out[k] = v;
+  }
+  return out;
+}
+
+function usageOf(answer: { inputTokens: number; outputTokens: number }) {
+  return {
+    prompt_tokens: answer.inputTokens,
+    completion_tokens: answer.outputTokens,
+    total_tokens: answer.inputTokens + answer.outputTokens,
+  };
+}
+
+/** A new completion id. */
+export function completionId(): string {
+  return `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
+/** The non-streaming `chat.completion` body. */
+export function chatCompletion(model: string, answer: RunAnswer): Record<string, unknown> {
+  const message: Record<string, unknown> = {
+    role: "assistant",
+    content: answer.toolCalls.length > 0 && answer.text === "" ? null : answer.text,
+    refusal: null,
+  };
+  if (answer.toolCalls.length > 0) {
+    message.tool_calls = answer.toolCalls.map((c) => ({
+      id: c.id,
+      type: "function",
+      function: { name: c.name, arguments: c.arguments },
+    }));
+  }
+  return {
+    id: completionId(),
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: answer.finishReason }],
+    usage: usageOf(answer.usage),
+  };
+}
+
+/** The SSE frames of a streamed completion, from the run's events. */
+export async function* chatChunks(
+  model: string,
+  includeUsage: boolean,
+  events: AsyncIterable<RunEvent>,
+  meter: RequestMeter,
+): AsyncGenerator<string> {
+  const id = completionId();
+  const created = Math.floor(Date.now() / 1000);
+  const frame = (choices: unknown[], usage?: unknown) => {
+    const chunk: Record<string, unknown> = {
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model,
+      system_fingerprint: null,
+      choices,
+    };
+    if (includeUsage) chunk.usage = usage ?? null;
+    return `data: ${JSON.stringify(chunk)}\n\n`;
+  };
+  const delta = (d: Record<string, unknown>, finish: string | null = null) =>
+    frame([{ index: 0, delta: d, logprobs: null, finish_reason: finish }]);
+  yield delta({ role: "assistant", content: "" });
+  const seen = new Set<number>();
+  let lastUsage: Usage = { inputTokens: 0, outputTokens: 0 };
+  for await (const event of events) {
+    switch (event.type) {
+      case "usage":
+        lastUsage = event.usage;
+        break;
+      case "output":
+        if (event.text === "") break;
+        meter.firstToken();
+        yield delta({ content: event.text });
+        break;
+      case "tool_call": {
+        meter.firstToken();
+        const c = event.call;
+        const first = !seen.has(c.index);
+        seen.add(c.index);
+        const call: Record<string, unknown> = { index: c.index };
+        if (first) {
+          call.id = c.id || `call_${crypto.randomUUID().replaceAll("-", "").slice(0, 24)}`;
+          call.type = "function";
+          call.function = { name: c.name, arguments: c.arguments };
+        } else {
+          call.function = { arguments: c.arguments };
+        }
+        yield delta({ tool_calls: [call] });
+        break;
+      }
+      case "completed": {
+        const usage = event.usage ?? lastUsage;
+        meter.usage(usage.inputTokens, usage.outputTokens);
+        yield delta({}, seen.size > 0 ? "tool_calls" : event.finishReason);
+        if (includeUsage) yield frame([], usageOf(usage));
+        yield "data: [DONE]\n\n";
+        return;
+      }
+      case "failed":
+      case "cancelled":
+        yield `data: ${JSON.stringify(openaiError(errorOf(event)).body)}\n\n`;
+        return;
+    }
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * OpenAI-shaped errors: `{"error":{"message","type","param","code"}}` with the status the
+ * error code maps to, `Retry-After` on overload, and the in-stream `data: {"error":…}` frame.
+ * @module
+ */
+import type { Context } from "hono";
+import { toIopError } from "../../../../shared/errors.ts";
+import { OverloadedError } from "../../pools/provider_pools.ts";
+import { FieldError } from "../json_fields.ts";
+import { httpStatusOf } from "../run_bridge.ts";
+
+/** The body of an OpenAI error. */
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+function typeOf(status: number): string {
+  if (status === 401) return "invalid_request_error";
+  if (status === 429) return "rate_limit_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+/** The OpenAI error body and HTTP status for anything thrown. */
+export function openaiError(err: unknown): { status: number; body: OpenAIErrorBody } {
+  const e = toIopError(err);
+  const status = httpStatusOf(e.code);
+  const code = e.code === "NOT_FOUND"
+    ? "model_not_found"
+    : e.code === "OVERLOADED"
+    ? "rate_limit_exceeded"
+    : e.code === "UNAUTHENTICATED"
+    ? "invalid_api_key"
+    : e.code.toLowerCase();
+  const param = e instanceof FieldError
+    ? (e.param === "" ? null : e.param)
+    : e.code === "NOT_FOUND"
+    ? "model"
+    : null;
+  return { status, body: { error: { message: e.message, type: typeOf(status), param, code } } };
+}
+
+/** Answers with the OpenAI error for `err`. */
+export function openaiErrorResponse(c: Context, err: unknown): Response {
+  const { status, body } = openaiError(err);
+  const headers: Record<string, string> = {};
+  if (err instanceof OverloadedError) {
+    headers["retry-after"] = String(err.retryAfterSeconds);
+    headers["retry-after-ms"] = String(err.retryAfterSeconds * 1000);
+  }
+  return c.json(body, status as 400, headers);
+}
+
+/** Answers 401 in OpenAI's shape. */
+export function openaiUnauthorized(c: Context, message: string): Response {
+  return c.json({
+    error: { message, type: "invalid_request_error", param: null, code: "invalid_api_key" },
+  }, 401);
+}

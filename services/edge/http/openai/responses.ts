@@ -1,0 +1,315 @@
+/**
+ * `POST /v1/responses`: a Responses API request becomes a run input; the answer is one
+ * `response` object or the SSE event sequence the SDK's `responses.stream()` checks
+ * (created → in_progress → output_item.added → content_part.added → output_text.delta* →
+ * output_text.done → content_part.done → output_item.done → [function_call items] →
+ * completed | incomplete | failed), every event with an increasing `sequence_number`.
+ * @module
+ */
+import type { ChatMessage, RunEvent, RunInput, ToolCall, Usage } from "../../../../shared/run.ts";
+import type { RequestMeter } from "../http_metrics.ts";
+import type { JsonFields } from "../json_fields.ts";
+import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
+import { contentText, metadataOf, parseTools } from "./chat.ts";
+
+/** A parsed Responses request. */
+export interface ResponsesRequest {
+  model: string;
+  stream: boolean;
+  instructions: string | null;
+  temperature: number | null;
+  topP: number | null;
+  maxOutputTokens: number | null;
+  tools: unknown[];
+  metadata: Record<string, string>;
+  input: Omit<RunInput, "adapter" | "target">;
+}
+
+const INPUT_ROLES = ["system", "developer", "user", "assistant"] as const;
+
+function parseInput(body: JsonFields): ChatMessage[] {
+  const v = body.value.input;
+  if (v === undefined || v === null) body.fail("input", "is required");
+  if (typeof v === "string") return [{ role: "user", content: v }];
+  const items = body.objects("input");
+  if (items.length === 0) body.fail("input", "must not be empty");
+  return items.map((item): ChatMessage => {
+    const type = item.string("type") ?? "message";
+    if (type === "function_call_output") {
+      return {
+        role: "tool",
+        content: item.string("output") ?? "",
+        toolCallId: item.requiredString("call_id"),
+      };
+    }
+    if (type === "function_call") {
+      return {
+        role: "assistant",
+        content: "",
+        toolCalls: [{
+          index: 0,
+          id: item.requiredString("call_id"),
+          name: item.requiredString("name"),
+          arguments: item.string("arguments") ?? "",
+        }],
+      };
+    }
+    if (type !== "message") item.fail("type", `'${type}' is not supported`);
+    const role = item.requiredString("role");
+    if (!(INPUT_ROLES as readonly string[]).includes(role)) {
+      item.fail("role", `must be one of ${INPUT_ROLES.join(", ")}: got '${role}'`);
+    }
+    return { role: role as ChatMessage["role"], content: contentText(item) };
+  });
+}
+
+/** Validates a Responses body; errors name the bad field. */
+export function parseResponsesRequest(body: JsonFields): ResponsesRequest {
+  const model = body.requiredString("model");
+  const instructions = body.string("instructions") ?? null;
+  const messages = parseInput(body);
+  if (instructions) messages.unshift({ role: "system", content: instructions });
+  const sampling: RunInput["sampling"] = {};
+  const temperature = body.number("temperature", { min: 0, max: 2 });
+  if (temperature !== undefined) sampling.temperature = temperature;
+  const topP = body.number("top_p", { min: 0, max: 1 });
+  if (topP !== undefined) sampling.topP = topP;
+  const maxOutput = body.number("max_output_tokens", { min: 1, integer: true });
+  if (maxOutput !== undefined) sampling.maxTokens = maxOutput;
+  const metadata = metadataOf(body);
+  return {
+    model,
+    stream: body.boolean("stream") ?? false,
+    instructions,
+    temperature: temperature ?? null,
+    topP: topP ?? null,
+    maxOutputTokens: maxOutput ?? null,
+    tools: body.array("tools") ?? [],
+    metadata,
+    input: {
+      messages,
+      prompt: "",
+      sampling,
+      tools: parseTools(body, false),
+      sessionId: "",
+      metadata,
+      timeoutMs: 0,
+    },
+  };
+}
+
+function hexId(prefix: string): string {
+  return `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
+type Status = "in_progress" | "completed" | "incomplete" | "failed";
+
+/** Builds `response` objects that share one id and the request's echo fields. */
+class ResponseShell {
+  readonly id = hexId("resp");
+  readonly createdAt = Math.floor(Date.now() / 1000);
+  constructor(private readonly req: ResponsesRequest) {}
+
+  build(
+    status: Status,
+    output: unknown[],
+    extra: { usage?: Usage; error?: { code: string; message: string }; incomplete?: string } = {},
+  ): Record<string, unknown> {
+    const u = extra.usage;
+    return {
+      id: this.id,
+      object: "response",
+      created_at: this.createdAt,
+      status,
+      error: extra.error ?? null,
+      incomplete_details: extra.incomplete ? { reason: extra.incomplete } : null,
+      instructions: this.req.instructions,
+      max_output_tokens: this.req.maxOutputTokens,
+      model: this.req.model,
+      output,
+      parallel_tool_calls: true,
+      previous_response_id: null,
+      reasoning: { effort: null, summary: null },
+      store: false,
+      temperature: this.req.temperature,
+      text: { format: { type: "text" } },
+      tool_choice: "auto",
+      tools: this.req.tools,
+      top_p: this.req.topP,
+      truncation: "disabled",
+      usage: u
+        ? {
+          input_tokens: u.inputTokens,
+          input_tokens_details: { cached_tokens: 0 },
+          output_tokens: u.outputTokens,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: u.inputTokens + u.outputTokens,
+        }
+        : null,
+      user: null,
+      metadata: this.req.metadata,
+    };
+  }
+}
+
+function textPart(text: string) {
+  return { type: "output_text", text, annotations: [], logprobs: [] };
+}
+
+function messageItem(id: string, status: "in_progress" | "completed", content: unknown[]) {
+  return { id, type: "message", status, role: "assistant", content };
+}
+
+function functionItem(call: ToolCall, status: "in_progress" | "completed", args: string) {
+  return {
+    id: hexId("fc"),
+    type: "function_call",
+    status,
+    arguments: args,
+    call_id: call.id,
+    name: call.name,
+  };
+}
+
+/** The non-streaming `response` body. */
+export function responseObject(req: ResponsesRequest, answer: RunAnswer): Record<string, unknown> {
+  const shell = new ResponseShell(req);
+  const output: unknown[] = [];
+  if (answer.text !== "" || answer.toolCalls.length === 0) {
+    output.push(messageItem(hexId("msg"), "completed", [textPart(answer.text)]));
+  }
+  for (const call of answer.toolCalls) output.push(functionItem(call, "completed", call.arguments));
+  const incomplete = answer.finishReason === "length";
+  return shell.build(incomplete ? "incomplete" : "completed", output, {
+    usage: answer.usage,
+    ...(incomplete ? { incomplete: "max_output_tokens" } : {}),
+  });
+}
+
+/** The SSE events of a streamed response, from the run's events. */
+export async function* responseEvents(
+  req: ResponsesRequest,
+  events: AsyncIterable<RunEvent>,
+  meter: RequestMeter,
+): AsyncGenerator<string> {
+  const shell = new ResponseShell(req);
+  let seq = 0;
+  const emit = (type: string, data: Record<string, unknown>) =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, ...data, sequence_number: seq++ })}\n\n`;
+  yield emit("response.created", { response: shell.build("in_progress", []) });
+  yield emit("response.in_progress", { response: shell.build("in_progress", []) });
+
+  const output: unknown[] = [];
+  const msgId = hexId("msg");
+  let text = "";
+  let opened = false;
+  const tools = new ToolCallAccumulator();
+  let usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  function* open(): Generator<string> {
+    if (opened) return;
+    opened = true;
+    yield emit("response.output_item.added", {
+      output_index: 0,
+      item: messageItem(msgId, "in_progress", []),
+    });
+    yield emit("response.content_part.added", {
+      item_id: msgId,
+      output_index: 0,
+      content_index: 0,
+      part: textPart(""),
+    });
+  }
+  function* close(): Generator<string> {
+    if (!opened) return;
+    yield emit("response.output_text.done", {
+      item_id: msgId,
+      output_index: 0,
+      content_index: 0,
+      text,
+      logprobs: [],
+    });
+    yield emit("response.content_part.done", {
+      item_id: msgId,
+      output_index: 0,
+      content_index: 0,
+      part: textPart(text),
+    });
+    const item = messageItem(msgId, "completed", [textPart(text)]);
+    output.push(item);
+    yield emit("response.output_item.done", { output_index: 0, item });
+  }
+
+  for await (const event of events) {
+    switch (event.type) {
+      case "usage":
+        usage = event.usage;
+        break;
+      case "output":
+        if (event.text === "") break;
+        meter.firstToken();
+        yield* open();
+        text += event.text;
+        yield emit("response.output_text.delta", {
+          item_id: msgId,
+          output_index: 0,
+          content_index: 0,
+          delta: event.text,
+          logprobs: [],
+        });
+        break;
+      case "tool_call":
+        meter.firstToken();
+        tools.add(event.call);
+        break;
+      case "completed": {
+        const calls = tools.calls();
+        if (calls.length === 0) yield* open();
+        yield* close();
+        for (const call of calls) {
+          const index = output.length;
+          const added = functionItem(call, "in_progress", "");
+          yield emit("response.output_item.added", { output_index: index, item: added });
+          yield emit("response.function_call_arguments.delta", {
+            item_id: added.id,
+            output_index: index,
+            delta: call.arguments,
+          });
+          yield emit("response.function_call_arguments.done", {
+            item_id: added.id,
+            output_index: index,
+            name: call.name,
+            arguments: call.arguments,
+          });
+          const done = { ...added, status: "completed", arguments: call.arguments };
+          output.push(done);
+          yield emit("response.output_item.done", { output_index: index, item: done });
+        }
+        const final = event.usage ?? usage;
+        meter.usage(final.inputTokens, final.outputTokens);
+        if (event.finishReason === "length" && calls.length === 0) {
+          yield emit("response.incomplete", {
+            response: shell.build("incomplete", output, {
+              usage: final,
+              incomplete: "max_output_tokens",
+            }),
+          });
+        } else {
+          yield emit("response.completed", {
+            response: shell.build("completed", output, { usage: final }),
+          });
+        }
+        return;
+      }
+      case "failed":
+      case "cancelled": {
+        const err = errorOf(event)!;
+        const error = {
+          code: err.code === "OVERLOADED" ? "rate_limit_exceeded" : "server_error",
+          message: err.message,
+        };
+        yield emit("response.failed", { response: shell.build("failed", output, { error }) });
+        return;
+      }
+    }
+  }
+}

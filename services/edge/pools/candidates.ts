@@ -1,0 +1,47 @@
+/**
+ * Which providers of a model group can take a run now: the provider's node is connected and
+ * not draining, and its adapter resolves to exactly one enabled adapter on that node (config
+ * validation rejects the rest; this check keeps dispatch safe after a reload or a partial
+ * config apply).
+ * @module
+ */
+import type { NodeRecord, ProviderRecord } from "../config.ts";
+import type { NodeSession } from "../nodes/registry.ts";
+
+/** A provider together with the connected session of its node. */
+export interface Candidate {
+  provider: ProviderRecord;
+  session: NodeSession;
+}
+
+/** Providers of `group` across every configured node, connected or not. */
+export function providersOf(records: readonly NodeRecord[], group: string): ProviderRecord[] {
+  return records.flatMap((r) => r.providers.filter((p) => p.modelGroup === group));
+}
+
+/**
+ * True when the provider's adapter is exactly one enabled adapter of the node and, once the
+ * node has reported the adapters it built, one of those.
+ */
+export function adapterUsable(provider: ProviderRecord, session: NodeSession): boolean {
+  const named = session.record.adapters.filter((a) => a.name === provider.adapter);
+  if (named.length !== 1 || !named[0]!.enabled) return false;
+  return session.adapters.length === 0 || session.adapters.includes(provider.adapter);
+}
+
+/** The connected, usable providers of `group`, skipping nodes in `excludeNodes`. */
+export function candidatesOf(
+  sessions: readonly NodeSession[],
+  group: string,
+  excludeNodes: ReadonlySet<string> = new Set(),
+): Candidate[] {
+  const out: Candidate[] = [];
+  for (const session of sessions) {
+    if (session.draining || excludeNodes.has(session.id)) continue;
+    for (const provider of session.record.providers) {
+      if (provider.modelGroup !== group || !adapterUsable(provider, session)) continue;
+      out.push({ provider, session });
+    }
+  }
+  return out;
+}

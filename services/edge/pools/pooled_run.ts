@@ -1,0 +1,93 @@
+/**
+ * A pool run as its caller sees it: the events of the dispatched run, except that a run whose
+ * node is lost before its first output is replaced, once, by a run on another provider. The
+ * caller never sees the lost attempt's failure.
+ * @module
+ */
+import { AsyncQueue } from "../../../shared/async_queue.ts";
+import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../../shared/run.ts";
+import type { RunHandle } from "../ports.ts";
+
+/** Starts the replacement run on another node; undefined when none can take it. */
+export type Retry = (lostNodeId: string) => Promise<RunHandle | undefined>;
+
+/** A run handle that may switch to a retry attempt; ids follow the current attempt. */
+export class PooledRun implements RunHandle {
+  #current: RunHandle;
+  readonly #queue = new AsyncQueue<RunEvent>();
+  readonly #done = Promise.withResolvers<TerminalRunEvent>();
+  #cancelReason: string | undefined;
+
+  constructor(first: RunHandle, retry: Retry) {
+    this.#current = first;
+    void this.#pump(retry);
+  }
+
+  /** Id of the current attempt. */
+  get runId(): string {
+    return this.#current.runId;
+  }
+
+  /** Node of the current attempt. */
+  get nodeId(): string {
+    return this.#current.nodeId;
+  }
+
+  /** Adapter of the current attempt. */
+  get adapter(): string {
+    return this.#current.adapter;
+  }
+
+  /** Target of the current attempt. */
+  get target(): string {
+    return this.#current.target;
+  }
+
+  /** Events of every attempt, minus the failure that triggered a retry. */
+  events(): AsyncIterable<RunEvent> {
+    return this.#queue;
+  }
+
+  /** Settles with the terminal event of the last attempt. */
+  get done(): Promise<TerminalRunEvent> {
+    return this.#done.promise;
+  }
+
+  /** Cancels the current attempt and prevents a retry. */
+  cancel(reason = "cancelled by client"): void {
+    this.#cancelReason ??= reason;
+    this.#current.cancel(reason);
+  }
+
+  async #pump(retry: Retry): Promise<void> {
+    let retried = false;
+    while (true) {
+      let produced = false;
+      let terminal: TerminalRunEvent | undefined;
+      for await (const event of this.#current.events()) {
+        if (isTerminal(event)) {
+          terminal = event;
+          break;
+        }
+        if (event.type === "output" || event.type === "tool_call") produced = true;
+        this.#queue.push(event);
+      }
+      terminal ??= await this.#current.done;
+      const lostEarly = terminal.type === "failed" && terminal.code === "NODE_LOST" && !produced;
+      if (lostEarly && !retried && this.#cancelReason === undefined) {
+        retried = true;
+        const next = await retry(this.#current.nodeId).catch(() => undefined);
+        if (next) {
+          this.#current = next;
+          // A cancel that arrived while the retry was being dispatched still applies.
+          if (this.#cancelReason !== undefined) next.cancel(this.#cancelReason);
+          continue;
+        }
+      }
+      this.#queue.push(terminal);
+      this.#queue.end();
+      this.#done.resolve(terminal);
+      return;
+    }
+  }
+}

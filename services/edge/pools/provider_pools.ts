@@ -1,0 +1,300 @@
+/**
+ * Provider pools: a model group's providers across nodes, each with its own concurrency limit
+ * and in-flight/queued accounting. A run goes to the least-loaded eligible provider; when all
+ * are full it waits in the pool's bounded FIFO queue (length and wait time), and a full queue
+ * answers OVERLOADED at once instead of growing. Only pool routes come here: CLI and direct
+ * routes never queue.
+ * @module
+ */
+import { IopError } from "../../../shared/errors.ts";
+import type { Logger } from "../../../shared/log.ts";
+import type { EdgeConfig } from "../config.ts";
+import type { NodeSession } from "../nodes/registry.ts";
+import type { RunHandle, RunSubmission, SubmitOptions } from "../ports.ts";
+import { type Candidate, candidatesOf, providersOf } from "./candidates.ts";
+import type { PoolMetrics } from "./pool_metrics.ts";
+import { PooledRun } from "./pooled_run.ts";
+
+/** Queue limits of a model group without a `models` entry. */
+const DEFAULT_QUEUE = { maxLength: 64, maxWaitMs: 30_000 };
+
+/** OVERLOADED with the number of seconds after which a retry may be admitted. */
+export class OverloadedError extends IopError {
+  /** Seconds a client should wait before retrying (HTTP `Retry-After`). */
+  readonly retryAfterSeconds: number;
+
+  constructor(message: string, retryAfterSeconds: number) {
+    super("OVERLOADED", message);
+    this.name = "OverloadedError";
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+/** What the pools need from the service layer. */
+export interface PoolDeps {
+  config: () => EdgeConfig;
+  sessions: () => readonly NodeSession[];
+  /** Sends a run to a chosen node (the service's `dispatch`). */
+  dispatch: (
+    session: NodeSession,
+    submission: RunSubmission,
+    options: SubmitOptions,
+  ) => Promise<RunHandle>;
+  logger: Logger;
+  now?: () => number;
+}
+
+interface Waiter {
+  group: string;
+  submission: RunSubmission;
+  options: SubmitOptions;
+  exclude: ReadonlySet<string>;
+  /** Provider whose queued count this waiter is accounted to. */
+  preferred: string;
+  enqueuedAtMs: number;
+  resolve: (handle: RunHandle) => void;
+  reject: (err: unknown) => void;
+  cleanup: () => void;
+}
+
+/** Live counters of one provider. */
+export interface ProviderCounters {
+  inFlight: number;
+  queued: number;
+}
+
+/** The provider pools of one Edge. */
+export class ProviderPools {
+  readonly #deps: PoolDeps;
+  readonly #now: () => number;
+  readonly #counters = new Map<string, ProviderCounters>();
+  readonly #queues = new Map<string, Waiter[]>();
+  #metrics: PoolMetrics | undefined;
+
+  constructor(deps: PoolDeps) {
+    this.#deps = deps;
+    this.#now = deps.now ?? Date.now;
+  }
+
+  /** Starts recording into `metrics`. */
+  attachMetrics(metrics: PoolMetrics): void {
+    this.#metrics = metrics;
+  }
+
+  /** In-flight and queued counts of a provider (zeros for an idle or unknown one). */
+  stats(providerId: string): ProviderCounters {
+    const c = this.#counters.get(providerId);
+    return { inFlight: c?.inFlight ?? 0, queued: c?.queued ?? 0 };
+  }
+
+  /** Requests waiting in the queue of `group`. */
+  queueDepth(group: string): number {
+    return this.#queues.get(group)?.length ?? 0;
+  }
+
+  /**
+   * Runs `submission` on a provider of `group`: at once when one has a free slot and nobody
+   * waits, else after waiting in the pool's queue. Rejects with NOT_FOUND for a group with no
+   * providers, UNAVAILABLE when none is connected, OVERLOADED ({@linkcode OverloadedError})
+   * when the queue is full or the wait runs out.
+   */
+  submit(
+    group: string,
+    submission: RunSubmission,
+    options: SubmitOptions = {},
+  ): Promise<RunHandle> {
+    return this.#acquire(group, submission, options, new Set()).then((first) =>
+      new PooledRun(first, (lostNode) => {
+        this.#metrics?.admissions.labels(group, "retried").inc();
+        this.#deps.logger.warn("pool run lost its node before any output; retrying", {
+          pool: group,
+          node_id: lostNode,
+        });
+        return this.#acquire(group, submission, options, new Set([lostNode]));
+      })
+    );
+  }
+
+  #acquire(
+    group: string,
+    submission: RunSubmission,
+    options: SubmitOptions,
+    exclude: ReadonlySet<string>,
+  ): Promise<RunHandle> {
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const config = this.#deps.config();
+    if (providersOf(config.nodes, group).length === 0) {
+      return Promise.reject(new IopError("NOT_FOUND", `Cannot find model group '${group}'`));
+    }
+    const candidates = candidatesOf(this.#deps.sessions(), group, exclude);
+    if (candidates.length === 0) {
+      return Promise.reject(
+        new IopError("UNAVAILABLE", `No provider of model group '${group}' is connected now`),
+      );
+    }
+    const queue = this.#queues.get(group) ?? [];
+    const free = this.#leastLoaded(candidates, true);
+    if (free && queue.length === 0) {
+      this.#metrics?.admissions.labels(group, "dispatched").inc();
+      return this.#start(free, submission, options, group);
+    }
+    const limits = this.#limits(group);
+    if (queue.length >= limits.maxLength) {
+      this.#metrics?.admissions.labels(group, "rejected_full").inc();
+      return Promise.reject(
+        new OverloadedError(
+          `Cannot queue for model group '${group}' as its queue is full: ${queue.length} of ${limits.maxLength} waiting`,
+          Math.max(1, Math.ceil(limits.maxWaitMs / 1000 / Math.max(1, limits.maxLength))),
+        ),
+      );
+    }
+    return this.#enqueue(group, submission, options, exclude, candidates, limits.maxWaitMs);
+  }
+
+  #enqueue(
+    group: string,
+    submission: RunSubmission,
+    options: SubmitOptions,
+    exclude: ReadonlySet<string>,
+    candidates: Candidate[],
+    maxWaitMs: number,
+  ): Promise<RunHandle> {
+    const { promise, resolve, reject } = Promise.withResolvers<RunHandle>();
+    const preferred = this.#leastLoaded(candidates, false)!.provider.id;
+    const signal = options.signal;
+    const onAbort = () => {
+      if (this.#remove(waiter)) reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      if (!this.#remove(waiter)) return;
+      this.#metrics?.admissions.labels(group, "rejected_timeout").inc();
+      reject(
+        new OverloadedError(
+          `Cannot run on model group '${group}' as no provider freed up within ${maxWaitMs} ms`,
+          Math.max(1, Math.ceil(maxWaitMs / 1000)),
+        ),
+      );
+    }, maxWaitMs);
+    const waiter: Waiter = {
+      group,
+      submission,
+      options,
+      exclude,
+      preferred,
+      enqueuedAtMs: this.#now(),
+      resolve,
+      reject,
+      cleanup: () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      },
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const queue = this.#queues.get(group) ?? [];
+    queue.push(waiter);
+    this.#queues.set(group, queue);
+    this.#counter(preferred).queued++;
+    this.#metrics?.admissions.labels(group, "queued").inc();
+    this.#gauges(group, preferred);
+    return promise;
+  }
+
+  /** Takes a waiter out of its queue; false when it already left. */
+  #remove(waiter: Waiter): boolean {
+    const queue = this.#queues.get(waiter.group);
+    const i = queue?.indexOf(waiter) ?? -1;
+    if (i < 0) return false;
+    queue!.splice(i, 1);
+    waiter.cleanup();
+    this.#counter(waiter.preferred).queued--;
+    this.#gauges(waiter.group, waiter.preferred);
+    return true;
+  }
+
+  /** Admits waiters, oldest first, while a provider has a free slot. */
+  #pump(group: string): void {
+    const queue = this.#queues.get(group);
+    while (queue && queue.length > 0) {
+      const waiter = queue[0]!;
+      const free = this.#leastLoaded(
+        candidatesOf(this.#deps.sessions(), group, waiter.exclude),
+        true,
+      );
+      if (!free) return;
+      this.#remove(waiter);
+      this.#metrics?.queueWait.labels(group).observe((this.#now() - waiter.enqueuedAtMs) / 1000);
+      this.#start(free, waiter.submission, waiter.options, group).then(
+        waiter.resolve,
+        waiter.reject,
+      );
+    }
+  }
+
+  #start(
+    candidate: Candidate,
+    submission: RunSubmission,
+    options: SubmitOptions,
+    group: string,
+  ): Promise<RunHandle> {
+    const { provider, session } = candidate;
+    const counter = this.#counter(provider.id);
+    counter.inFlight++;
+    this.#gauges(group, provider.id);
+    const release = () => {
+      counter.inFlight--;
+      this.#gauges(group, provider.id);
+      this.#pump(group);
+    };
+    const { modelGroup: _group, node: _node, ...input } = submission;
+    const routed: RunSubmission = { ...input, adapter: provider.adapter, target: provider.target };
+    return this.#deps.dispatch(session, routed, options).then(
+      (handle) => {
+        void handle.done.then(release);
+        return handle;
+      },
+      (err) => {
+        release();
+        throw err;
+      },
+    );
+  }
+
+  /** The candidate with the lowest load; with `freeOnly`, only those below their limit. */
+  #leastLoaded(candidates: Candidate[], freeOnly: boolean): Candidate | undefined {
+    let best: Candidate | undefined;
+    let bestLoad = Infinity;
+    for (const c of candidates) {
+      const counter = this.stats(c.provider.id);
+      if (freeOnly && counter.inFlight >= c.provider.maxConcurrency) continue;
+      const load = (counter.inFlight + counter.queued) / c.provider.maxConcurrency;
+      if (load < bestLoad) {
+        best = c;
+        bestLoad = load;
+      }
+    }
+    return best;
+  }
+
+  #limits(group: string): { maxLength: number; maxWaitMs: number } {
+    return this.#deps.config().models.find((m) => m.name === group)?.queue ?? DEFAULT_QUEUE;
+  }
+
+  #counter(providerId: string): ProviderCounters {
+    let c = this.#counters.get(providerId);
+    if (!c) {
+      c = { inFlight: 0, queued: 0 };
+      this.#counters.set(providerId, c);
+    }
+    return c;
+  }
+
+  #gauges(group: string, providerId: string): void {
+    const m = this.#metrics;
+    if (!m) return;
+    const c = this.stats(providerId);
+    m.providerInFlight.labels(providerId).set(c.inFlight);
+    m.providerQueued.labels(providerId).set(c.queued);
+    m.queueDepth.labels(group).set(this.queueDepth(group));
+  }
+}
