@@ -105,7 +105,8 @@ export interface EdgeConfig {
     registerTimeoutMs: number;
   };
   controlPlane: { address: string; credential: string; reconnectMaxMs: number };
-  a2a: { taskRetentionMs: number; publicUrl: string };
+  /** `storePath`: the SQLite file keeping A2A tasks (default `.iop/<edge id>/a2a.db`). */
+  a2a: { taskRetentionMs: number; publicUrl: string; storePath: string };
   nodes: NodeRecord[];
   models: ModelRecord[];
   agents: AgentRecord[];
@@ -123,6 +124,7 @@ export const EDGE_ENV: readonly EnvOverride[] = [
   { env: "IOP_EDGE_CP_ADDRESS", path: "control_plane.address", type: "string" },
   { env: "IOP_EDGE_CP_CREDENTIAL", path: "control_plane.credential", type: "string" },
   { env: "IOP_EDGE_A2A_PUBLIC_URL", path: "a2a.public_url", type: "string" },
+  { env: "IOP_EDGE_A2A_STORE_PATH", path: "a2a.store_path", type: "string" },
 ];
 
 /** Loads and validates the Edge config file with environment overrides. */
@@ -198,6 +200,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
     a2a: {
       taskRetentionMs: a2a.number("task_retention_ms", 3_600_000, { min: 1000 }),
       publicUrl: a2a.string("public_url", ""),
+      storePath: a2a.nonEmpty("store_path", `.iop/${edge.nonEmpty("id", "edge-local")}/a2a.db`),
     },
     nodes,
     models,

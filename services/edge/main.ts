@@ -8,7 +8,10 @@ import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
+import { openA2aTasks } from "./a2a/open.ts";
+import { DomainAgents } from "./agents/domain_agents.ts";
 import { loadEdgeConfig } from "./config.ts";
+import { startCpLink } from "./cp_link/cp_link.ts";
 import { OpsConsole } from "./console/console.ts";
 import { createEdgeMetrics } from "./edge_metrics.ts";
 import { createEdgeHttp } from "./http/app.ts";
@@ -45,11 +48,18 @@ const wire = startNodeServer({
   metrics,
 });
 
+const a2aTasks = await openA2aTasks(
+  config,
+  service,
+  createLogger("edge.a2a").with({ edge_id: config.edge.id }),
+);
 const app = createEdgeHttp(service, registry);
 mountSurfaces(app, {
   service,
   registry,
   logger: createLogger("edge.http").with({ edge_id: config.edge.id }),
+  a2aTasks,
+  version: IOP_VERSION,
 });
 const http = Deno.serve({
   hostname: config.http.host,
@@ -64,13 +74,26 @@ logger.info("edge listening", {
   nodes_configured: config.nodes.length,
 });
 
+// The Control Plane link is optional: the Edge serves everything without it.
+const cpLink = config.controlPlane.address
+  ? startCpLink({
+    service,
+    agents: new DomainAgents(service),
+    version: IOP_VERSION,
+    logger: createLogger("edge.cp_link").with({ edge_id: config.edge.id }),
+    wireMetrics: createWireMetrics(registry, "edge", "control_plane"),
+  })
+  : undefined;
+
 let stopping = false;
 const shutdown = async (reason: string) => {
   if (stopping) return;
   stopping = true;
   logger.info("edge stopping", { reason });
+  await cpLink?.stop();
   await wire.close();
   await http.shutdown();
+  a2aTasks.close();
   Deno.exit(0);
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

@@ -7,26 +7,28 @@
 import { Counter, type Registry } from "prom-client";
 import type { WireMetrics } from "./connection.ts";
 
-/** Declares the wire counters of service `svc` (e.g. "edge") in `registry`. */
+/**
+ * Wire counters of service `svc` (e.g. "edge") for one `link` (e.g. "node"); a service with
+ * several links shares the counters, told apart by the `link` label.
+ */
 export function createWireMetrics(registry: Registry, svc: string, link: string): WireMetrics {
-  const frames = new Counter({
-    name: `iop_${svc}_wire_frames_total`,
-    help: "Protocol frames sent and received.",
-    labelNames: ["link", "direction"],
-    registers: [registry],
-  });
-  const bytes = new Counter({
-    name: `iop_${svc}_wire_bytes_total`,
-    help: "Bytes sent and received on proto-socket links.",
-    labelNames: ["link", "direction"],
-    registers: [registry],
-  });
-  const rejected = new Counter({
-    name: `iop_${svc}_wire_rejected_connections_total`,
-    help: "Connections closed because of what the peer sent, by reason.",
-    labelNames: ["link", "reason"],
-    registers: [registry],
-  });
+  const counter = (name: string, help: string, labelNames: string[]) =>
+    (registry.getSingleMetric(name) as Counter | undefined) ??
+      new Counter({ name, help, labelNames, registers: [registry] });
+  const frames = counter(`iop_${svc}_wire_frames_total`, "Protocol frames sent and received.", [
+    "link",
+    "direction",
+  ]);
+  const bytes = counter(
+    `iop_${svc}_wire_bytes_total`,
+    "Bytes sent and received on proto-socket links.",
+    ["link", "direction"],
+  );
+  const rejected = counter(
+    `iop_${svc}_wire_rejected_connections_total`,
+    "Connections closed because of what the peer sent, by reason.",
+    ["link", "reason"],
+  );
   const framesIn = frames.labels(link, "in");
   const framesOut = frames.labels(link, "out");
   const bytesIn = bytes.labels(link, "in");

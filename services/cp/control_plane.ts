@@ -1,0 +1,99 @@
+/**
+ * Assembles a running Control Plane from its config: audit store, edge registry, command
+ * center, edge wire server and HTTP app. `main.ts` and tests both start it through here.
+ * @module
+ */
+import { Registry } from "prom-client";
+import { createLogger, type Logger } from "../../shared/log.ts";
+import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
+import { CommandCenter } from "./commands.ts";
+import type { CpConfig } from "./config.ts";
+import { createCpMetrics } from "./cp_metrics.ts";
+import { createCpHttp } from "./http/app.ts";
+import type { AuditLog } from "./ports.ts";
+import { EdgeRegistry } from "./registry.ts";
+import { openAuditStore } from "./store/audit_store.ts";
+import { startEdgeServer } from "./transport/edge_server.ts";
+
+/** A running Control Plane. */
+export interface ControlPlane extends AsyncDisposable {
+  readonly registry: EdgeRegistry;
+  readonly commands: CommandCenter;
+  readonly audit: AuditLog;
+  /** `host:port` edges dial. */
+  readonly wireAddress: string;
+  /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8090`. */
+  readonly httpUrl: string;
+  /** Closes the listeners, every edge link and the audit file. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@linkcode startControlPlane}. */
+export interface StartOptions {
+  /** Defaults to a logger named "cp". */
+  logger?: Logger;
+}
+
+/** Starts a Control Plane; the audit file's directory is created when missing. */
+export async function startControlPlane(
+  config: CpConfig,
+  options: StartOptions = {},
+): Promise<ControlPlane> {
+  const logger = (options.logger ?? createLogger("cp")).with({ cp_id: config.controlPlane.id });
+  if (config.audit.path !== ":memory:") {
+    const dir = config.audit.path.slice(0, Math.max(0, config.audit.path.lastIndexOf("/")));
+    if (dir) await Deno.mkdir(dir, { recursive: true });
+  }
+  const audit = openAuditStore(config.audit.path);
+  const metricsRegistry = new Registry();
+  const metrics = createCpMetrics(metricsRegistry);
+  const registry = new EdgeRegistry({ eventsPerEdge: config.registry.eventsPerEdge });
+  registry.subscribe((event) => {
+    if (event.event.case === "link") metrics.edgesConnected.set(registry.connectedCount);
+  });
+  const commands = new CommandCenter({
+    registry,
+    audit,
+    logger,
+    defaultTimeoutMs: config.commands.defaultTimeoutMs,
+    retained: config.commands.retained,
+    onFinished: (kind, outcome) => metrics.commandsFinished.labels(kind, outcome).inc(),
+  });
+  if (config.wire.edgeCredentials.length === 0) {
+    logger.warn("no edge credentials configured: any edge may attach");
+  }
+  const wire = startEdgeServer({
+    config,
+    registry,
+    commands,
+    logger,
+    wireMetrics: createWireMetrics(metricsRegistry, "cp", "edge"),
+    onHello: (verdict) => metrics.edgeHellos.labels(verdict).inc(),
+  });
+  const app = createCpHttp({ config, registry, commands, audit, metrics: metricsRegistry, logger });
+  const http = Deno.serve({
+    hostname: config.http.host,
+    port: config.http.port,
+    onListen: () => {},
+  }, app.fetch);
+  const httpUrl = `http://${http.addr.hostname}:${http.addr.port}`;
+  const wireAddress = `${wire.hostname}:${wire.port}`;
+  logger.info("control plane listening", { http: httpUrl, edge_wire: wireAddress });
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    stopped ??= (async () => {
+      commands.close();
+      await wire.close();
+      await http.shutdown();
+      audit.close();
+    })();
+  return {
+    registry,
+    commands,
+    audit,
+    wireAddress,
+    httpUrl,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}

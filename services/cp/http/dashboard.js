@@ -1,0 +1,290 @@
+// The fleet dashboard: speaks ClientEnvelope messages in proto3 JSON over the /client WebSocket
+// (hello → subscribe → status), renders edges side by side, live events and fleet commands with
+// their per-edge results. Plain script, no build step; all text goes in via textContent.
+"use strict";
+
+const state = { edges: new Map(), commands: new Map(), nextId: 1, pending: new Map(), ws: null };
+const $ = (sel) => document.querySelector(sel);
+const tokenInput = $("#token");
+tokenInput.value = localStorage.getItem("iop-admin-token") || "";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function request(msg) {
+  const id = String(state.nextId++);
+  return new Promise((resolve, reject) => {
+    state.pending.set(id, { resolve, reject });
+    state.ws.send(JSON.stringify({ correlationId: id, ...msg }));
+  });
+}
+
+function connect() {
+  const ws = new WebSocket(
+    `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/client`,
+  );
+  state.ws = ws;
+  ws.onopen = async () => {
+    const ack = await request({ hello: { clientName: "dashboard", credential: tokenInput.value } });
+    $("#link").textContent = `control plane ${ack.helloAck.controlPlaneId}` +
+      (ack.helloAck.canCommand ? " · commands enabled" : " · read-only (set admin token)");
+    ws.send(JSON.stringify({ subscribe: {} }));
+    await refreshStatus();
+  };
+  ws.onmessage = (e) => receive(JSON.parse(e.data));
+  ws.onclose = () => {
+    $("#link").textContent = "disconnected, retrying…";
+    for (const p of state.pending.values()) p.reject(new Error("socket closed"));
+    state.pending.clear();
+    if (state.ws === ws) setTimeout(connect, 1000);
+  };
+}
+
+async function refreshStatus() {
+  const res = await request({ statusRequest: { refresh: false } });
+  state.edges = new Map((res.status.edges || []).map((e) => [e.edgeId, e]));
+  renderEdges();
+}
+
+function receive(env) {
+  const id = env.correlationId && env.correlationId !== "0" ? env.correlationId : null;
+  if (id && state.pending.has(id)) {
+    const p = state.pending.get(id);
+    state.pending.delete(id);
+    if (env.error) p.reject(new Error(env.error.message));
+    else p.resolve(env);
+    return;
+  }
+  if (env.event) onFleetEvent(env.event);
+  else if (env.commandUpdate) onCommandUpdate(env.commandUpdate);
+}
+
+let statusTimer = null;
+function onFleetEvent(ev) {
+  const edge = state.edges.get(ev.edgeId);
+  if (ev.status && edge) {
+    edge.status = ev.status;
+    renderEdges();
+  } else if (ev.link) {
+    // A new or returning edge: fetch the whole view once things settle.
+    clearTimeout(statusTimer);
+    statusTimer = setTimeout(refreshStatus, 100);
+  }
+  if (ev.relayed) addEvent(ev.edgeId, ev.relayed);
+  else if (ev.link) addEvent(ev.edgeId, { atMs: String(Date.now()), link: ev.link });
+}
+
+function addEvent(edgeId, r) {
+  const time = new Date(Number(r.atMs || Date.now())).toLocaleTimeString();
+  let text;
+  if (r.node) text = `node ${r.node.nodeId} ${r.node.kind} ${r.node.detail}`;
+  else if (r.run) {
+    text = `run ${r.run.runId} ${r.run.status} ${r.run.adapter}/${r.run.target} on ${r.run.nodeId}`;
+  } else if (r.agent) text = `agent ${r.agent.agentId} ${r.agent.state} ${r.agent.detail}`;
+  else if (r.reload) text = `reload ${r.reload.ok ? "ok" : "failed"}: ${r.reload.detail}`;
+  else if (r.link) text = `edge ${r.link}`;
+  else return;
+  const box = $("#events");
+  box.prepend(el("div", { class: "event" }, `${time} [${edgeId}] ${text}`));
+  while (box.childNodes.length > 200) box.lastChild.remove();
+}
+
+function renderEdges() {
+  const box = $("#edges");
+  box.replaceChildren();
+  if (state.edges.size === 0) box.append(el("p", { class: "muted" }, "No edges attached yet."));
+  for (const e of state.edges.values()) {
+    const s = e.status || {};
+    const card = el(
+      "div",
+      { class: "edge", "data-edge-id": e.edgeId },
+      el(
+        "h2",
+        {},
+        e.edgeId,
+        el(
+          "span",
+          { class: `badge ${e.connected ? "up" : "down"}` },
+          e.connected ? "connected" : "disconnected",
+        ),
+      ),
+      el(
+        "div",
+        { class: "muted" },
+        `v${e.version} · ${Object.entries(e.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ")}` +
+          ` · runs in flight ${s.edge ? s.edge.runsInFlight : 0}`,
+      ),
+    );
+    const nodes = el(
+      "table",
+      { class: "nodes" },
+      el(
+        "tr",
+        {},
+        el("th", {}, "node"),
+        el("th", {}, "state"),
+        el("th", {}, "resource"),
+        el("th", {}, "in-flight"),
+        el("th", {}, "queued"),
+      ),
+    );
+    for (const n of s.nodes || []) {
+      const nodeState = !n.connected ? "down" : n.draining ? "draining" : "up";
+      const resources = n.resources && n.resources.length ? n.resources : [null];
+      resources.forEach((r, i) =>
+        nodes.append(
+          el(
+            "tr",
+            { class: "node", "data-node-id": n.id },
+            el("td", {}, i === 0 ? n.id : ""),
+            el("td", {}, i === 0 ? nodeState : ""),
+            el("td", {}, r ? `${r.kind} ${r.id}${r.target ? ` → ${r.target}` : ""}` : "-"),
+            el("td", {}, r ? r.inFlight : n.inFlight),
+            el("td", {}, r ? r.queued : 0),
+          ),
+        )
+      );
+    }
+    card.append(nodes);
+    if ((s.agents || []).length) {
+      const agents = el(
+        "table",
+        { class: "agents" },
+        el(
+          "tr",
+          {},
+          el("th", {}, "agent"),
+          el("th", {}, "state"),
+          el("th", {}, "commands"),
+          el("th", {}, "detail"),
+        ),
+      );
+      for (const a of s.agents) {
+        agents.append(
+          el(
+            "tr",
+            { class: "agent", "data-agent-id": a.id },
+            el("td", {}, a.name || a.id),
+            el("td", {}, el("span", { class: `badge ${a.state}` }, a.state)),
+            el("td", {}, (a.commands || []).join(", ")),
+            el("td", {}, a.detail || a.lastStatus || ""),
+          ),
+        );
+      }
+      card.append(agents);
+    }
+    box.append(card);
+  }
+}
+
+function selector(text) {
+  const t = text.trim();
+  if (t === "" || t === "all") return { all: true };
+  if (t.includes("=")) {
+    const labels = {};
+    for (const part of t.split(",")) {
+      const [k, v] = part.split("=");
+      labels[k.trim()] = (v || "").trim();
+    }
+    return { labels };
+  }
+  return { edgeIds: t.split(",").map((s) => s.trim()).filter(Boolean) };
+}
+
+function commandOf(f) {
+  const a = f.a.value.trim(), b = f.b.value.trim(), c = f.c.value;
+  switch (f.kind.value) {
+    case "run":
+      return { run: { adapter: a, target: b, prompt: c, node: f.node.value.trim() } };
+    case "cancel":
+      return { cancel: { runId: b } };
+    case "drain":
+      return { drain: { node: b, draining: true } };
+    case "undrain":
+      return { drain: { node: b, draining: false } };
+    case "reload":
+      return { reload: {} };
+    case "agent":
+      return { agent: { agentId: a, command: b, input: c } };
+  }
+}
+
+$("#command-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const f = e.target;
+  $("#command-error").textContent = "";
+  try {
+    const res = await request({
+      submitCommand: { edges: selector(f.edges.value), command: commandOf(f), actor: "dashboard" },
+    });
+    const acc = res.commandAccepted;
+    const cmd = {
+      id: acc.commandId,
+      label: `${f.kind.value} ${f.a.value} ${f.b.value}`,
+      edges: new Map(),
+    };
+    for (const id of acc.edgeIds) {
+      cmd.edges.set(id, { status: "running", progress: [], summary: "" });
+    }
+    state.commands.set(cmd.id, cmd);
+    renderCommand(cmd);
+  } catch (err) {
+    $("#command-error").textContent = err.message;
+  }
+});
+
+tokenInput.addEventListener("change", () => {
+  localStorage.setItem("iop-admin-token", tokenInput.value);
+  const old = state.ws;
+  state.ws = null;
+  old.close();
+  connect();
+});
+
+function onCommandUpdate(u) {
+  const cmd = state.commands.get(u.commandId);
+  if (!cmd) return;
+  const share = cmd.edges.get(u.edgeId) || { status: "running", progress: [], summary: "" };
+  cmd.edges.set(u.edgeId, share);
+  if (u.progress) share.progress.push(u.progress.message);
+  if (u.result) {
+    share.status = u.result.status;
+    share.summary = u.result.summary || "";
+  }
+  renderCommand(cmd);
+}
+
+function renderCommand(cmd) {
+  let box = document.querySelector(`.command[data-command-id="${cmd.id}"]`);
+  if (!box) {
+    box = el("div", { class: "command", "data-command-id": cmd.id });
+    $("#commands").prepend(box);
+  }
+  box.replaceChildren(el("div", {}, el("strong", {}, cmd.id), ` ${cmd.label}`));
+  for (const [edgeId, share] of cmd.edges) {
+    box.append(
+      el(
+        "div",
+        { class: "edge-result", "data-edge-id": edgeId },
+        `${edgeId}: `,
+        el("span", {
+          class: `status badge ${
+            share.status === "succeeded" ? "up" : share.status === "running" ? "busy" : "down"
+          }`,
+        }, share.status),
+        " ",
+        el("span", { class: "summary" }, share.summary.split("\n").slice(-3).join(" ⏎ ")),
+        el("div", { class: "progress" }, share.progress.slice(-5).join("\n")),
+      ),
+    );
+  }
+}
+
+connect();

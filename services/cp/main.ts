@@ -1,0 +1,33 @@
+/**
+ * Starts the Control Plane: reads its config and serves the edge wire, the HTTP API, the
+ * `/client` WebSocket and the dashboard. Usage: `deno task cp [--config deploy/config/cp.yaml]`.
+ * @module
+ */
+import { configPathFromArgs } from "../../shared/config.ts";
+import { createLogger } from "../../shared/log.ts";
+import { loadCpConfig } from "./config.ts";
+import { startControlPlane } from "./control_plane.ts";
+
+const logger = createLogger("cp");
+const file = configPathFromArgs(Deno.args, "deploy/config/cp.yaml");
+let config;
+try {
+  config = await loadCpConfig(file);
+} catch (err) {
+  logger.error("cannot start control plane: invalid config", { err });
+  Deno.exit(2);
+}
+
+const cp = await startControlPlane(config, { logger });
+
+let stopping = false;
+const shutdown = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  logger.info("control plane stopping", { signal });
+  await cp.stop();
+  Deno.exit(0);
+};
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  Deno.addSignalListener(signal, () => void shutdown(signal));
+}

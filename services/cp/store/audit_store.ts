@@ -1,0 +1,99 @@
+/**
+ * The audit log in a SQLite file (Deno's built-in `node:sqlite`): one row per fleet command,
+ * written when it is accepted and completed when its last edge answers. Rows left running by a
+ * previous process are marked interrupted when the file is opened again.
+ * @module
+ */
+import { DatabaseSync } from "node:sqlite";
+import type { AuditEdgeResult, AuditLog, AuditRecord } from "../ports.ts";
+
+const SCHEMA = `CREATE TABLE IF NOT EXISTS audit (
+  command_id TEXT PRIMARY KEY,
+  actor TEXT NOT NULL,
+  via TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  edges TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  finished_at_ms INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT NOT NULL,
+  results TEXT NOT NULL DEFAULT '{}'
+)`;
+
+interface Row {
+  command_id: string;
+  actor: string;
+  via: string;
+  kind: string;
+  detail: string;
+  edges: string;
+  created_at_ms: number;
+  finished_at_ms: number;
+  outcome: string;
+  results: string;
+}
+
+/** Opens (creating if needed) the audit log at `path`; `":memory:"` works too. */
+export function openAuditStore(path: string, nowMs: number = Date.now()): AuditLog {
+  const db = new DatabaseSync(path);
+  try {
+    db.exec("PRAGMA busy_timeout = 2000");
+    db.exec(SCHEMA);
+    db.exec("PRAGMA journal_mode = WAL");
+    db.prepare(
+      "UPDATE audit SET outcome = 'interrupted', finished_at_ms = ? WHERE outcome = 'running'",
+    ).run(nowMs);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  const insert = db.prepare(
+    `INSERT INTO audit (command_id, actor, via, kind, detail, edges, created_at_ms, outcome)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const finish = db.prepare(
+    "UPDATE audit SET outcome = ?, finished_at_ms = ?, results = ? WHERE command_id = ?",
+  );
+  const recent = db.prepare(
+    "SELECT * FROM audit ORDER BY created_at_ms DESC, rowid DESC LIMIT ?",
+  );
+  return {
+    begin(r: AuditRecord) {
+      insert.run(
+        r.commandId,
+        r.actor,
+        r.via,
+        r.kind,
+        r.detail,
+        JSON.stringify(r.edges),
+        r.createdAtMs,
+        r.outcome,
+      );
+    },
+    finish(
+      commandId: string,
+      outcome: string,
+      finishedAtMs: number,
+      results: Record<string, AuditEdgeResult>,
+    ) {
+      finish.run(outcome, finishedAtMs, JSON.stringify(results), commandId);
+    },
+    recent(limit: number): AuditRecord[] {
+      return (recent.all(limit) as unknown as Row[]).map((row) => ({
+        commandId: row.command_id,
+        actor: row.actor,
+        via: row.via,
+        kind: row.kind,
+        detail: row.detail,
+        edges: JSON.parse(row.edges) as string[],
+        createdAtMs: row.created_at_ms,
+        finishedAtMs: row.finished_at_ms,
+        outcome: row.outcome,
+        results: JSON.parse(row.results) as Record<string, AuditEdgeResult>,
+      }));
+    },
+    close() {
+      if (db.isOpen) db.close();
+    },
+  };
+}

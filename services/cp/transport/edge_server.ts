@@ -1,0 +1,232 @@
+/**
+ * The Control Plane's edge wire server: accepts Edge connections, checks each hello, keeps the
+ * link alive with heartbeats, asks for status right after attach, and routes relayed events,
+ * status reports and command progress/results into the registry and the command center. The
+ * only Control Plane module that speaks EdgeEnvelope.
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import {
+  type EdgeEnvelope,
+  EdgeEnvelopeSchema,
+  type EdgeHello,
+  type EdgeStatusResponse,
+} from "../../../proto/gen/iop/v1/control_pb.ts";
+import { IopError } from "../../../shared/errors.ts";
+import type { Logger } from "../../../shared/log.ts";
+import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
+import { FrameError } from "../../../shared/wire/frame.ts";
+import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
+import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
+import { PendingRequests } from "../../../shared/wire/pending.ts";
+import type { CommandCenter } from "../commands.ts";
+import type { CpConfig } from "../config.ts";
+import type { EdgeLinkPort, EdgeRegistry } from "../registry.ts";
+
+/** Control Plane wire protocol version this Control Plane speaks. */
+export const CP_PROTOCOL_VERSION = 1;
+
+/** Quiet time after a relayed event before the edge is asked for fresh status. */
+const STATUS_REFRESH_DEBOUNCE_MS = 150;
+
+type Conn = FrameConnection<typeof EdgeEnvelopeSchema, typeof EdgeEnvelopeSchema>;
+
+/** Options of {@linkcode startEdgeServer}. */
+export interface EdgeServerOptions {
+  config: CpConfig;
+  registry: EdgeRegistry;
+  commands: CommandCenter;
+  logger: Logger;
+  wireMetrics?: WireMetrics;
+  /** Counts hellos by verdict. */
+  onHello?: (verdict: "accepted" | "refused") => void;
+}
+
+/** Starts accepting Edge connections. */
+export function startEdgeServer(options: EdgeServerOptions): Listener {
+  const wire = options.config.wire;
+  return listenFrames({
+    hostname: wire.host,
+    port: wire.port,
+    logger: options.logger,
+    handle: async (raw) => {
+      const conn: Conn = new FrameConnection(raw, {
+        inSchema: EdgeEnvelopeSchema,
+        outSchema: EdgeEnvelopeSchema,
+        maxFrameBytes: wire.maxFrameBytes,
+        ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
+      });
+      await serveEdge(conn, options);
+    },
+  });
+}
+
+async function serveEdge(conn: Conn, options: EdgeServerOptions): Promise<void> {
+  const { config, registry, commands, logger } = options;
+  const messages = conn.messages();
+  const timer = setTimeout(
+    () => conn.close(`no hello within ${config.wire.helloTimeoutMs} ms`),
+    config.wire.helloTimeoutMs,
+  );
+  const first = await messages.next().catch((err: Error) => err).finally(() => clearTimeout(timer));
+  if (first instanceof Error || first.done || first.value.msg.case !== "hello") {
+    const reason = first instanceof Error
+      ? first.message
+      : first.done
+      ? await conn.closed
+      : `expected hello as first frame, got ${first.value.msg.case ?? "an empty envelope"}`;
+    refuse(conn, options, reason, "");
+    return;
+  }
+  const hello = first.value.msg.value;
+  const verdict = checkHello(hello, config);
+  if (verdict) {
+    await conn.send(create(EdgeEnvelopeSchema, {
+      msg: { case: "helloAck", value: { accepted: false, reason: verdict } },
+    })).catch(() => {});
+    refuse(conn, options, verdict, hello.edgeId);
+    return;
+  }
+  await conn.send(create(EdgeEnvelopeSchema, {
+    msg: {
+      case: "helloAck",
+      value: {
+        accepted: true,
+        heartbeatIntervalMs: config.wire.heartbeatIntervalMs,
+        controlPlaneId: config.controlPlane.id,
+      },
+    },
+  }));
+  options.onHello?.("accepted");
+  const pending = new PendingRequests<EdgeStatusResponse>();
+  const link = createLink(conn, pending);
+  const attachment = registry.attach({
+    edgeId: hello.edgeId,
+    version: hello.version,
+    capabilities: [...hello.capabilities],
+    labels: { ...hello.labels },
+  }, link);
+  const log = logger.with({ edge_id: hello.edgeId, remote: conn.remote });
+  log.info("edge attached", { version: hello.version });
+  registry.refresh(hello.edgeId, config.registry.statusTimeoutMs).catch((err) =>
+    log.warn("first status request failed", { err })
+  );
+
+  const heartbeat = startHeartbeat({
+    intervalMs: config.wire.heartbeatIntervalMs,
+    send: () => {
+      conn.send(create(EdgeEnvelopeSchema, {
+        msg: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()) } },
+      })).catch(() => {});
+    },
+    onDead: (silentMs) => {
+      options.wireMetrics?.rejected("heartbeat");
+      log.warn("edge missed heartbeats, closing its link", { silent_ms: silentMs });
+      conn.close(`no heartbeat for ${silentMs} ms`);
+    },
+  });
+  // News from the edge usually changes its status: ask again, at most once per quiet spell.
+  let refreshTimer: ReturnType<typeof setTimeout> | undefined;
+  const refreshSoon = () => {
+    if (refreshTimer !== undefined) return;
+    refreshTimer = setTimeout(() => {
+      refreshTimer = undefined;
+      registry.refresh(hello.edgeId, config.registry.statusTimeoutMs).catch(() => {});
+    }, STATUS_REFRESH_DEBOUNCE_MS);
+  };
+  try {
+    for await (const envelope of messages) {
+      heartbeat.seen();
+      registry.touch(hello.edgeId);
+      if (envelope.msg.case === "event") refreshSoon();
+      const violation = handle(envelope, hello.edgeId, options, pending);
+      if (violation) {
+        options.wireMetrics?.rejected("protocol");
+        log.warn("edge broke the protocol, closing its link", { reason: violation });
+        conn.close(violation);
+        break;
+      }
+    }
+  } catch (err) {
+    if (err instanceof FrameError) log.warn("bad frame from edge, closing its link", { err });
+    else throw err;
+  } finally {
+    heartbeat.stop();
+    clearTimeout(refreshTimer);
+    conn.close();
+    const reason = await conn.closed;
+    pending.rejectAll(
+      new IopError("UNAVAILABLE", `Edge '${hello.edgeId}' disconnected: ${reason}`),
+    );
+    if (registry.detach(attachment, reason)) commands.edgeLost(hello.edgeId, reason);
+    log.info("edge detached", { reason });
+  }
+}
+
+function checkHello(hello: EdgeHello, config: CpConfig): string | undefined {
+  if (hello.protocolVersion !== CP_PROTOCOL_VERSION) {
+    return `unsupported protocol version ${hello.protocolVersion} (control plane speaks ${CP_PROTOCOL_VERSION})`;
+  }
+  if (hello.edgeId.trim() === "") return "empty edge id";
+  const accepted = config.wire.edgeCredentials;
+  if (accepted.length > 0 && !accepted.includes(hello.credential)) return "unknown edge credential";
+  return undefined;
+}
+
+function refuse(conn: Conn, options: EdgeServerOptions, reason: string, edgeId: string): void {
+  options.onHello?.("refused");
+  options.logger.warn("edge refused", { edge_id: edgeId, remote: conn.remote, reason });
+  conn.close(`refused: ${reason}`);
+}
+
+/** Returns a protocol violation, or undefined when the message was handled. */
+function handle(
+  envelope: EdgeEnvelope,
+  edgeId: string,
+  options: EdgeServerOptions,
+  pending: PendingRequests<EdgeStatusResponse>,
+): string | undefined {
+  const msg = envelope.msg;
+  switch (msg.case) {
+    case "heartbeat":
+      return undefined;
+    case "statusResponse":
+      // An unsolicited report is as good as a requested one.
+      if (!pending.settle(envelope.correlationId, msg.value)) {
+        options.registry.recordStatus(edgeId, msg.value);
+      }
+      return undefined;
+    case "event":
+      options.registry.recordEvent(edgeId, msg.value);
+      return undefined;
+    case "commandProgress":
+      options.commands.progress(edgeId, msg.value);
+      return undefined;
+    case "commandResult":
+      options.commands.result(edgeId, msg.value);
+      return undefined;
+    case "hello":
+    case "helloAck":
+    case "statusRequest":
+    case "commandRequest":
+      return `unexpected ${msg.case} from an attached edge`;
+    case undefined:
+      return "empty envelope";
+  }
+}
+
+function createLink(conn: Conn, pending: PendingRequests<EdgeStatusResponse>): EdgeLinkPort {
+  return {
+    requestStatus: async (timeoutMs) => {
+      const { id, response } = pending.open(timeoutMs, "edge status request");
+      await conn.send(create(EdgeEnvelopeSchema, {
+        correlationId: id,
+        msg: { case: "statusRequest", value: {} },
+      }));
+      return await response;
+    },
+    sendCommand: (request) =>
+      conn.send(create(EdgeEnvelopeSchema, { msg: { case: "commandRequest", value: request } })),
+    close: (reason) => conn.close(reason),
+  };
+}

@@ -1,0 +1,140 @@
+/**
+ * Converts the Edge's own status, events and agent views into the Control Plane contract.
+ * Only summaries cross: a node's token, address and host, and the Edge's configuration, are
+ * never copied into these messages.
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import {
+  type EdgeStatusResponse,
+  EdgeStatusResponseSchema,
+  type RelayedEvent,
+  RelayedEventSchema,
+} from "../../../proto/gen/iop/v1/control_pb.ts";
+import type { AgentStateChange, AgentView } from "../agents/domain_agents.ts";
+import type { EdgeEvent, StatusSnapshot } from "../ports.ts";
+
+/** Builds the status report from the service's snapshot and the domain agents' views. */
+export function toStatusResponse(
+  snapshot: StatusSnapshot,
+  agents: readonly AgentView[],
+  nowMs: number,
+): EdgeStatusResponse {
+  return create(EdgeStatusResponseSchema, {
+    reportedAtMs: BigInt(nowMs),
+    edge: {
+      edgeId: snapshot.edgeId,
+      version: snapshot.version,
+      startedAtMs: BigInt(snapshot.startedAtMs),
+      runsInFlight: snapshot.runsInFlight,
+      nodesConnected: snapshot.nodes.filter((n) => n.connected).length,
+      nodesKnown: snapshot.nodes.length,
+    },
+    nodes: snapshot.nodes.map((n) => ({
+      id: n.id,
+      alias: n.alias,
+      connected: n.connected,
+      draining: n.draining,
+      version: n.version,
+      connectedAtMs: BigInt(n.connectedAtMs),
+      lastSeenMs: BigInt(n.lastSeenMs),
+      inFlight: n.inFlight,
+      resources: n.resources.map((r) => ({
+        kind: r.kind,
+        id: r.id,
+        adapter: r.adapter,
+        adapterKind: r.adapterKind,
+        target: r.target,
+        modelGroup: r.modelGroup,
+        maxConcurrency: r.maxConcurrency,
+        inFlight: r.inFlight,
+        queued: r.queued,
+        enabled: r.enabled,
+      })),
+    })),
+    agents: agents.map((a) => ({
+      id: a.id,
+      name: a.name,
+      description: a.description,
+      state: a.state,
+      commands: a.commands,
+      detail: a.detail,
+      lastCommand: a.lastCommand,
+      lastStatus: a.lastStatus,
+      lastFinishedAtMs: BigInt(a.lastFinishedAtMs),
+    })),
+  });
+}
+
+/**
+ * Converts a bus event into a relayed event; undefined for events that stay on the Edge (a
+ * refused registration carries a peer address, so it is not relayed).
+ */
+export function toRelayedEvent(event: EdgeEvent): RelayedEvent | undefined {
+  const atMs = BigInt(event.atMs);
+  const node = (nodeId: string, kind: string, detail: string) =>
+    create(RelayedEventSchema, { atMs, event: { case: "node", value: { nodeId, kind, detail } } });
+  switch (event.type) {
+    case "node_registered":
+      return node(event.nodeId, "registered", `version ${event.version}`);
+    case "node_disconnected":
+      return node(event.nodeId, "disconnected", event.reason);
+    case "node_config_applied": {
+      const rejected = Object.keys(event.rejected);
+      const detail = event.adapters.join(", ") +
+        (rejected.length > 0 ? ` (rejected: ${rejected.join(", ")})` : "");
+      return node(event.nodeId, "adapters_applied", detail);
+    }
+    case "adapter_health":
+      return node(
+        event.nodeId,
+        event.healthy ? "adapter_healthy" : "adapter_unhealthy",
+        `${event.adapter}: ${event.detail}`,
+      );
+    case "run_started":
+      return create(RelayedEventSchema, {
+        atMs,
+        event: {
+          case: "run",
+          value: {
+            runId: event.runId,
+            nodeId: event.nodeId,
+            adapter: event.adapter,
+            target: event.target,
+            status: "started",
+          },
+        },
+      });
+    case "run_finished":
+      return create(RelayedEventSchema, {
+        atMs,
+        event: {
+          case: "run",
+          value: {
+            runId: event.runId,
+            nodeId: event.nodeId,
+            adapter: event.adapter,
+            target: event.target,
+            status: event.status,
+            durationMs: BigInt(Math.max(0, event.durationMs)),
+            errorCode: event.errorCode,
+          },
+        },
+      });
+    case "config_reloaded":
+      return create(RelayedEventSchema, {
+        atMs,
+        event: { case: "reload", value: { ok: event.ok, detail: event.detail } },
+      });
+    case "node_refused":
+      return undefined;
+  }
+}
+
+/** Converts an agent state change into a relayed event. */
+export function agentRelayedEvent(change: AgentStateChange, nowMs: number): RelayedEvent {
+  return create(RelayedEventSchema, {
+    atMs: BigInt(nowMs),
+    event: { case: "agent", value: change },
+  });
+}

@@ -1,0 +1,117 @@
+/**
+ * Executes a Control Plane command on this Edge through the same service-layer calls the ops
+ * console uses (submit, cancel, drain, reload) and the domain agents, and turns the outcome into
+ * the command result sent upward.
+ * @module
+ */
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  type EdgeCommandRequest,
+  type EdgeCommandResult,
+  EdgeCommandResultSchema,
+} from "../../../proto/gen/iop/v1/control_pb.ts";
+import { IopError, toIopError } from "../../../shared/errors.ts";
+import { runInput } from "../../../shared/run.ts";
+import type { DomainAgents } from "../agents/domain_agents.ts";
+import { type RunOutcome, type RunProgress, runToOutcome } from "../agents/run_outcome.ts";
+import type { EdgeService } from "../service.ts";
+
+/** What a command may use. */
+export interface CommandDeps {
+  service: EdgeService;
+  agents: DomainAgents;
+  onProgress: (progress: RunProgress) => void;
+  /** Aborting cancels a run the command started. */
+  signal: AbortSignal;
+  /** Defaults to Date.now. */
+  now?: () => number;
+}
+
+/** Executes one command; never rejects: failures become a `failed` result. */
+export async function executeCommand(
+  req: EdgeCommandRequest,
+  deps: CommandDeps,
+): Promise<EdgeCommandResult> {
+  const now = deps.now ?? Date.now;
+  const started = now();
+  const result = (
+    status: string,
+    summary: string,
+    extra: MessageInitShape<typeof EdgeCommandResultSchema> = {},
+  ) =>
+    create(EdgeCommandResultSchema, {
+      commandId: req.commandId,
+      status,
+      summary,
+      durationMs: BigInt(now() - started),
+      ...extra,
+    });
+  try {
+    const kind = req.kind;
+    switch (kind.case) {
+      case "run": {
+        const { adapter, target, prompt, node } = kind.value;
+        if (!adapter || !target) {
+          throw new IopError("INVALID_ARGUMENT", "Cannot run as adapter and target are required");
+        }
+        const outcome = await runToOutcome(
+          deps.service,
+          { ...runInput({ adapter, target, prompt }), ...(node ? { node } : {}) },
+          { onProgress: deps.onProgress, signal: deps.signal, now },
+        );
+        return fromOutcome(req.commandId, outcome);
+      }
+      case "cancel": {
+        const ok = deps.service.cancelRun(kind.value.runId, kind.value.reason || "cancelled");
+        if (!ok) {
+          throw new IopError("NOT_FOUND", `Cannot cancel run '${kind.value.runId}': not running`);
+        }
+        return result("succeeded", `cancellation of ${kind.value.runId} requested`, {
+          runId: kind.value.runId,
+        });
+      }
+      case "drain": {
+        const { node, draining } = kind.value;
+        if (!deps.service.drainNode(node, draining)) {
+          throw new IopError("NOT_FOUND", `Cannot drain node '${node}' as it is not connected`);
+        }
+        return result("succeeded", `node ${node} ${draining ? "draining" : "accepting runs"}`, {
+          nodeId: node,
+        });
+      }
+      case "reload": {
+        const outcome = await deps.service.reload();
+        if (!outcome.ok) throw new IopError("INVALID_ARGUMENT", outcome.detail);
+        return result("succeeded", outcome.detail);
+      }
+      case "agent": {
+        const { agentId, command, input } = kind.value;
+        const outcome = await deps.agents.execute(agentId, command, input, {
+          onProgress: deps.onProgress,
+          signal: deps.signal,
+        });
+        return fromOutcome(req.commandId, outcome);
+      }
+      case undefined:
+        throw new IopError("INVALID_ARGUMENT", "Cannot execute an empty command");
+    }
+  } catch (err) {
+    const e = toIopError(err);
+    return result("failed", e.message, {
+      error: { code: e.code, message: e.message, retryable: e.retryable },
+    });
+  }
+}
+
+function fromOutcome(commandId: string, outcome: RunOutcome): EdgeCommandResult {
+  return create(EdgeCommandResultSchema, {
+    commandId,
+    status: outcome.status,
+    summary: outcome.summary,
+    runId: outcome.runId,
+    nodeId: outcome.nodeId,
+    exitCode: outcome.exitCode,
+    durationMs: BigInt(outcome.durationMs),
+    ...(outcome.error ? { error: outcome.error } : {}),
+  });
+}

@@ -1,0 +1,300 @@
+/**
+ * The Edge's link to a Control Plane: dials out, says hello with its id and credential, answers
+ * status requests from the service layer, relays bus events and agent state changes, and runs
+ * commands through the service layer. After any loss it redials with exponential backoff and
+ * jitter; the Edge serves everything meanwhile. The address is read anew before each dial, and a
+ * config reload that changes it re-points the link. The only Edge module that speaks
+ * EdgeEnvelope.
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import {
+  type EdgeCommandRequest,
+  type EdgeEnvelope,
+  EdgeEnvelopeSchema,
+} from "../../../proto/gen/iop/v1/control_pb.ts";
+import { IopError } from "../../../shared/errors.ts";
+import type { Logger } from "../../../shared/log.ts";
+import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
+import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
+import type { DomainAgents } from "../agents/domain_agents.ts";
+import type { EdgeService } from "../service.ts";
+import { agentRelayedEvent, toRelayedEvent, toStatusResponse } from "./codec.ts";
+import { executeCommand } from "./commands.ts";
+
+/** Control Plane wire protocol version this Edge speaks. */
+export const CP_PROTOCOL_VERSION = 1;
+
+/** What this Edge offers the fleet, sent in its hello. */
+export const EDGE_CAPABILITIES = ["status", "events", "run", "cancel", "drain", "reload", "agents"];
+
+type Conn = FrameConnection<typeof EdgeEnvelopeSchema, typeof EdgeEnvelopeSchema>;
+
+/** Options of {@linkcode startCpLink}. */
+export interface CpLinkOptions {
+  service: EdgeService;
+  agents: DomainAgents;
+  version: string;
+  logger: Logger;
+  /** Largest accepted frame from the Control Plane; defaults to 4 MiB. */
+  maxFrameBytes?: number;
+  /** First redial delay; doubles up to the config's `control_plane.reconnect_max_ms`, ±20 %. */
+  backoffInitialMs?: number;
+  /** How long to wait for the hello ack; defaults to 10 s. */
+  helloTimeoutMs?: number;
+  wireMetrics?: WireMetrics;
+}
+
+/** A running link. */
+export interface CpLink {
+  /** True while attached (hello accepted). */
+  readonly attached: boolean;
+  /** Stops redialing, closes the link and cancels runs its commands started. */
+  stop(): Promise<void>;
+}
+
+/** Starts dialing the Control Plane named by `control_plane.address` and keeps the link up. */
+export function startCpLink(options: CpLinkOptions): CpLink {
+  const { service, logger } = options;
+  const initial = options.backoffInitialMs ?? 250;
+  const stopController = new AbortController();
+  let attached = false;
+  let current: { conn: Conn; address: string } | undefined;
+  let wake: (() => void) | undefined;
+
+  // A reload that changes the address re-points the link: drop the current one and redial.
+  const unsubscribe = service.subscribe((event) => {
+    if (event.type !== "config_reloaded" || !event.ok) return;
+    const address = service.config.controlPlane.address;
+    if (current && current.address !== address) {
+      logger.info("control plane address changed, re-pointing", { control_plane: address });
+      current.conn.close("re-pointed by config");
+    }
+    wake?.();
+  });
+
+  const loop = (async () => {
+    let delay = initial;
+    while (!stopController.signal.aborted) {
+      const address = service.config.controlPlane.address;
+      if (address !== "") {
+        try {
+          const [hostname, port] = splitAddress(address);
+          const raw = await Deno.connect({ hostname, port });
+          raw.setNoDelay(true);
+          const conn: Conn = new FrameConnection(raw, {
+            inSchema: EdgeEnvelopeSchema,
+            outSchema: EdgeEnvelopeSchema,
+            maxFrameBytes: options.maxFrameBytes ?? 4 * 1024 * 1024,
+            ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
+          });
+          current = { conn, address };
+          const outcome = await session(conn, options, stopController.signal, () => {
+            attached = true;
+            delay = initial;
+          });
+          if (outcome === "refused") delay = service.config.controlPlane.reconnectMaxMs;
+        } catch (err) {
+          if (!stopController.signal.aborted) {
+            logger.warn("cannot reach control plane", { control_plane: address, err });
+          }
+        } finally {
+          attached = false;
+          current = undefined;
+        }
+      }
+      if (stopController.signal.aborted) break;
+      const max = service.config.controlPlane.reconnectMaxMs;
+      // With no address configured, wait for a reload to provide one.
+      const wait = address === ""
+        ? 24 * 3_600_000
+        : Math.round(Math.min(delay, max) * (0.8 + Math.random() * 0.4));
+      if (address !== "") {
+        logger.info("reconnecting to control plane", { control_plane: address, in_ms: wait });
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, wait);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = undefined;
+      delay = Math.min(delay * 2, max);
+    }
+  })();
+
+  return {
+    get attached() {
+      return attached;
+    },
+    stop: async () => {
+      stopController.abort();
+      unsubscribe();
+      current?.conn.close("edge stopping");
+      wake?.();
+      await loop;
+    },
+  };
+}
+
+function splitAddress(address: string): [string, number] {
+  const i = address.lastIndexOf(":");
+  const port = Number(address.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new IopError(
+      "INVALID_ARGUMENT",
+      `Cannot parse control plane address '${address}' as host:port`,
+    );
+  }
+  return [address.slice(0, i).replace(/^\[|\]$/g, ""), port];
+}
+
+async function session(
+  conn: Conn,
+  options: CpLinkOptions,
+  stopSignal: AbortSignal,
+  onAttached: () => void,
+): Promise<"lost" | "refused"> {
+  const { service, agents, logger } = options;
+  const config = service.config;
+  const messages = conn.messages();
+  await conn.send(create(EdgeEnvelopeSchema, {
+    msg: {
+      case: "hello",
+      value: {
+        edgeId: config.edge.id,
+        credential: config.controlPlane.credential,
+        version: options.version,
+        protocolVersion: CP_PROTOCOL_VERSION,
+        capabilities: EDGE_CAPABILITIES,
+        labels: config.edge.labels,
+      },
+    },
+  }));
+  const first = await withTimeout(messages.next(), options.helloTimeoutMs ?? 10_000, conn);
+  if (first.done || first.value.msg.case !== "helloAck") {
+    logger.warn("control plane closed the link before acknowledging hello", {
+      reason: conn.isClosed ? await conn.closed : "unexpected first frame",
+    });
+    conn.close("no hello ack");
+    return "lost";
+  }
+  const ack = first.value.msg.value;
+  if (!ack.accepted) {
+    logger.error("control plane refused this edge", { reason: ack.reason });
+    conn.close("hello refused");
+    return "refused";
+  }
+  onAttached();
+  logger.info("attached to control plane", { control_plane_id: ack.controlPlaneId });
+  const send = (envelope: EdgeEnvelope) => {
+    conn.send(envelope).catch(() => {});
+  };
+  const relay = (event: EdgeEnvelope["msg"] & { case: "event" }) =>
+    send(create(EdgeEnvelopeSchema, { msg: event }));
+  const offBus = service.subscribe((event) => {
+    const relayed = toRelayedEvent(event);
+    if (relayed) relay({ case: "event", value: relayed });
+  });
+  const offAgents = agents.subscribe((change) =>
+    relay({ case: "event", value: agentRelayedEvent(change, Date.now()) })
+  );
+  const heartbeat = startHeartbeat({
+    intervalMs: ack.heartbeatIntervalMs || 2_000,
+    send: () =>
+      send(create(EdgeEnvelopeSchema, {
+        msg: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()) } },
+      })),
+    onDead: (silentMs) => {
+      logger.warn("control plane missed heartbeats, closing link", { silent_ms: silentMs });
+      conn.close(`no heartbeat for ${silentMs} ms`);
+    },
+  });
+  try {
+    for await (const envelope of messages) {
+      heartbeat.seen();
+      const msg = envelope.msg;
+      switch (msg.case) {
+        case "heartbeat":
+          break;
+        case "statusRequest":
+          send(create(EdgeEnvelopeSchema, {
+            correlationId: envelope.correlationId,
+            msg: {
+              case: "statusResponse",
+              value: toStatusResponse(service.status(), agents.list(), Date.now()),
+            },
+          }));
+          break;
+        case "commandRequest":
+          void runCommand(msg.value, conn, options, stopSignal);
+          break;
+        case "hello":
+        case "helloAck":
+        case "statusResponse":
+        case "event":
+        case "commandProgress":
+        case "commandResult":
+        case undefined:
+          logger.warn("ignoring unexpected message from control plane", {
+            message: msg.case ?? "empty",
+          });
+      }
+    }
+  } catch (err) {
+    logger.warn("link to control plane failed", { err });
+  } finally {
+    heartbeat.stop();
+    offBus();
+    offAgents();
+    conn.close();
+  }
+  logger.warn("link to control plane lost", { reason: await conn.closed });
+  return "lost";
+}
+
+/**
+ * Runs a command to its end. A lost link does not stop it (a half-done deploy is worse than an
+ * unreported one); its result is then only logged. Stopping the Edge cancels it.
+ */
+async function runCommand(
+  req: EdgeCommandRequest,
+  conn: Conn,
+  options: CpLinkOptions,
+  stopSignal: AbortSignal,
+): Promise<void> {
+  const log = options.logger.with({ command_id: req.commandId, issued_by: req.issuedBy });
+  log.info("control plane command started", { kind: req.kind.case ?? "empty" });
+  const result = await executeCommand(req, {
+    service: options.service,
+    agents: options.agents,
+    signal: stopSignal,
+    onProgress: (p) => {
+      conn.send(create(EdgeEnvelopeSchema, {
+        msg: {
+          case: "commandProgress",
+          value: {
+            commandId: req.commandId,
+            atMs: BigInt(Date.now()),
+            message: p.message,
+            runId: p.runId,
+            nodeId: p.nodeId,
+          },
+        },
+      })).catch(() => {});
+    },
+  });
+  log.info("control plane command finished", { status: result.status });
+  await conn.send(create(EdgeEnvelopeSchema, { msg: { case: "commandResult", value: result } }))
+    .catch(() => log.warn("command result not delivered: link to control plane is down"));
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, conn: Conn): Promise<T> {
+  const timer = setTimeout(() => conn.close(`no hello ack within ${ms} ms`), ms);
+  try {
+    return await promise;
+  } finally {
+    clearTimeout(timer);
+  }
+}

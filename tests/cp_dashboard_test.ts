@@ -1,0 +1,79 @@
+/**
+ * The fleet dashboard in a real headless Chromium: it shows two attached edges side by side with
+ * their nodes and agents, and a fleet command issued from its form comes back with a result per
+ * edge.
+ */
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+import { startControlPlane } from "../services/cp/control_plane.ts";
+import { quiet, startEdgeStack, testCpConfig, until } from "./cp_harness.ts";
+
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+Deno.test("the dashboard shows both edges and a fleet command's per-edge results", async () => {
+  await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
+  await using _a = await startEdgeStack({ edgeId: "edge-a", cpAddress: cp.wireAddress });
+  await using _b = await startEdgeStack({ edgeId: "edge-b", cpAddress: cp.wireAddress });
+  await until(
+    "both edges reported status",
+    () =>
+      cp.registry.list().filter((v) => v.status?.nodes[0]?.connected).length === 2
+        ? true
+        : undefined,
+  );
+
+  const profile = await Deno.makeTempDir({ prefix: "iop-chromium-" });
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: CHROMIUM_ARGS,
+  });
+  try {
+    const page = browser.pages()[0] ?? await browser.newPage();
+    await page.goto(cp.httpUrl + "/");
+    const cards = page.locator("#edges .edge");
+    await cards.nth(1).waitFor({ timeout: 10_000 });
+    assert.deepEqual(
+      await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-edge-id"))),
+      [
+        "edge-a",
+        "edge-b",
+      ],
+    );
+    const cardA = page.locator('.edge[data-edge-id="edge-a"]');
+    await cardA.locator('.node[data-node-id="edge-a-node"]').first().waitFor();
+    assert.match(await cardA.innerText(), /provider edge-a-node-demo → demo/);
+    assert.match(await cardA.locator('.agent[data-agent-id="deployer"]').innerText(), /ready/);
+
+    // Read-only until an admin token is given; the token reconnects the socket.
+    await page.locator("#token").fill("test-admin-token");
+    await page.locator("#token").dispatchEvent("change");
+    await page.locator("#link").filter({ hasText: "commands enabled" }).waitFor();
+
+    await page.locator('select[name="kind"]').selectOption("agent");
+    await page.locator('input[name="a"]').fill("deployer");
+    await page.locator('input[name="b"]').fill("build");
+    await page.locator('input[name="c"]').fill("v7");
+    await page.locator("#submit-command").click();
+    const results = page.locator("#commands .command .edge-result");
+    for (const edgeId of ["edge-a", "edge-b"]) {
+      await results.locator(`xpath=self::*[@data-edge-id="${edgeId}"]`).locator(".status", {
+        hasText: "succeeded",
+      }).waitFor({ timeout: 15_000 });
+    }
+    assert.equal(await results.count(), 2);
+    assert.match(await results.first().innerText(), /building v7/);
+    await page.locator("#events .event", { hasText: "agent deployer busy" }).first().waitFor();
+  } finally {
+    await browser.close();
+    await Deno.remove(profile, { recursive: true });
+  }
+});
