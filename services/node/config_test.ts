@@ -1,0 +1,98 @@
+import assert from "node:assert/strict";
+import { ConfigError } from "../../shared/config.ts";
+import { loadNodeConfig, parseNodeConfig } from "./config.ts";
+
+async function withFile(text: string, fn: (path: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "iop_node_config_" });
+  try {
+    await Deno.writeTextFile(`${dir}/node.yaml`, text);
+    await fn(`${dir}/node.yaml`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("a node config with only id and token gets the documented defaults", () => {
+  const config = parseNodeConfig({ node: { id: "n1", token: "t" } }, "node.yaml");
+  assert.deepEqual(config, {
+    file: "node.yaml",
+    node: { id: "n1", token: "t" },
+    edge: {
+      address: "127.0.0.1:7100",
+      maxFrameBytes: 4 * 1024 * 1024,
+      backoffInitialMs: 250,
+      backoffMaxMs: 10_000,
+    },
+    http: { host: "127.0.0.1", port: 9100 },
+    history: { path: ".iop/n1/history.db" },
+  });
+});
+
+Deno.test("the shipped deploy/config/node.yaml is valid and matches the shipped edge", async () => {
+  const config = await loadNodeConfig(
+    new URL("../../deploy/config/node.yaml", import.meta.url).pathname,
+    () => undefined,
+  );
+  assert.equal(config.node.id, "node-1");
+  assert.equal(config.edge.address, "127.0.0.1:7100");
+  assert.equal(config.http.port, 9100);
+});
+
+Deno.test("a missing node id or token is rejected with file and key path", () => {
+  assert.throws(() => parseNodeConfig({ node: { token: "t" } }, "node.yaml"), {
+    name: "ConfigError",
+    message: "node.yaml: node.id: is required",
+  });
+  assert.throws(() => parseNodeConfig({ node: { id: "n1", token: "" } }, "node.yaml"), {
+    message: "node.yaml: node.token: must not be empty",
+  });
+});
+
+Deno.test("an out-of-range value is rejected naming its key and value", () => {
+  assert.throws(
+    () => parseNodeConfig({ node: { id: "n", token: "t" }, http: { port: -1 } }, "node.yaml"),
+    { message: "node.yaml: http.port: must be at least 0: current value is -1" },
+  );
+  assert.throws(
+    () =>
+      parseNodeConfig(
+        { node: { id: "n", token: "t" }, edge: { backoff_max_ms: 1.5 } },
+        "node.yaml",
+      ),
+    { message: "node.yaml: edge.backoff_max_ms: must be a whole number: current value is 1.5" },
+  );
+});
+
+Deno.test("invalid YAML names the file and the line", async () => {
+  await withFile("node:\n  id: n1\n  token: 'open\n", async (path) => {
+    const err = await loadNodeConfig(path, () => undefined).catch((e) => e);
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, new RegExp(`^${path}: line \\d+, column \\d+: invalid YAML`));
+  });
+});
+
+Deno.test("IOP_NODE_* variables override the file, typed as declared", async () => {
+  const env: Record<string, string> = {
+    IOP_NODE_ID: "n2",
+    IOP_NODE_TOKEN: "t2",
+    IOP_NODE_EDGE_ADDRESS: "127.0.0.1:17100",
+    IOP_NODE_HTTP_PORT: "19100",
+    IOP_NODE_HISTORY_PATH: "/tmp/h.db",
+  };
+  await withFile("node: { id: n1, token: t1 }\nhttp: { port: 1 }\n", async (path) => {
+    const config = await loadNodeConfig(path, (name) => env[name]);
+    assert.deepEqual(config.node, { id: "n2", token: "t2" });
+    assert.equal(config.edge.address, "127.0.0.1:17100");
+    assert.equal(config.http.port, 19100);
+    assert.equal(config.history.path, "/tmp/h.db");
+  });
+});
+
+Deno.test("a non-numeric IOP_NODE_HTTP_PORT is rejected naming the variable", async () => {
+  await withFile("node: { id: n1, token: t1 }\n", async (path) => {
+    const err = await loadNodeConfig(path, (n) => n === "IOP_NODE_HTTP_PORT" ? "x" : undefined)
+      .catch((e) => e);
+    assert.ok(err instanceof ConfigError);
+    assert.equal(err.message, "IOP_NODE_HTTP_PORT: must be a number: current value is 'x'");
+  });
+});

@@ -1,0 +1,289 @@
+import assert from "node:assert/strict";
+import { createLogger } from "../../shared/log.ts";
+import { isTerminal, type RunEvent, type RunInput, runInput } from "../../shared/run.ts";
+import { cliAdapterFactory } from "./adapters/cli.ts";
+import { mockAdapterFactory } from "./adapters/mock.ts";
+import { buildAdapterRegistry } from "./adapters/registry.ts";
+import { NodeCore } from "./node.ts";
+import type { AdapterConfig, MockSettings } from "./ports.ts";
+import { openRunStore } from "./store/sqlite_store.ts";
+
+const quiet = createLogger("test", { level: "error", writer: () => {} });
+
+const mock = (settings: Partial<MockSettings> = {}): AdapterConfig => ({
+  name: "mock",
+  kind: "mock",
+  enabled: true,
+  settings: {
+    tokens: 4,
+    tokenDelayMs: 0,
+    startDelayMs: 0,
+    failWith: "",
+    failRetryable: false,
+    ...settings,
+  },
+});
+
+/** A NodeCore with the real adapters and a real SQLite file in a temp directory. */
+async function nodeWith(configs: AdapterConfig[], maxConcurrentRuns = 0) {
+  const dir = await Deno.makeTempDir({ prefix: "iop_node_core_" });
+  const path = `${dir}/history.db`;
+  const store = openRunStore(path);
+  const core = new NodeCore({
+    nodeId: "n1",
+    store,
+    logger: quiet,
+    buildAdapters: (c) =>
+      buildAdapterRegistry(c, { mock: mockAdapterFactory, cli: cliAdapterFactory }),
+  });
+  const applied = core.applyConfig(configs, maxConcurrentRuns);
+  return {
+    core,
+    store,
+    path,
+    applied,
+    /** Starts a run and collects its events; `done` resolves after the terminal one. */
+    run(runId: string, input: RunInput) {
+      const events: RunEvent[] = [];
+      const done = Promise.withResolvers<RunEvent[]>();
+      const output = Promise.withResolvers<void>();
+      core.startRun(runId, input, (event) => {
+        events.push(event);
+        if (event.type === "output") output.resolve();
+        if (isTerminal(event)) done.resolve(events);
+      });
+      return { events, done: done.promise, firstOutput: output.promise };
+    },
+    async [Symbol.asyncDispose]() {
+      await core.close();
+      store.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+function assertWellFormed(events: RunEvent[], runId: string): void {
+  assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1), "seq runs 1, 2, 3…");
+  assert.ok(events.every((e) => e.runId === runId));
+  assert.equal(events.filter(isTerminal).length, 1, "exactly one terminal event");
+  assert.ok(isTerminal(events.at(-1)!), "the terminal event is the last one");
+  for (let i = 1; i < events.length; i++) {
+    assert.ok(events[i]!.timestampMs >= events[i - 1]!.timestampMs);
+  }
+}
+
+Deno.test("a mock run emits started, outputs, usage and one completed, numbered from 1", async () => {
+  await using node = await nodeWith([mock()]);
+  const events = await node.run(
+    "r1",
+    runInput({ adapter: "mock", target: "x", prompt: "hi there" }),
+  )
+    .done;
+  assertWellFormed(events, "r1");
+  assert.deepEqual(events.map((e) => e.type), [
+    "started",
+    "output",
+    "output",
+    "output",
+    "output",
+    "usage",
+    "completed",
+  ]);
+  assert.deepEqual(events[0], {
+    type: "started",
+    nodeId: "n1",
+    adapter: "mock",
+    target: "x",
+    runId: "r1",
+    seq: 1,
+    timestampMs: events[0]!.timestampMs,
+  });
+  const text = events.map((e) => e.type === "output" ? e.text : "").join("");
+  assert.equal(text, "hi there tok2 tok3");
+  const last = events.at(-1)!;
+  assert.equal(last.type, "completed");
+  if (last.type === "completed") {
+    assert.deepEqual(last.usage, { inputTokens: 2, outputTokens: 4 });
+    assert.equal(last.finishReason, "stop");
+  }
+});
+
+Deno.test("a completed run is recorded in the SQLite history with timings and output", async () => {
+  await using node = await nodeWith([mock()]);
+  const before = Date.now();
+  await node.run("r1", runInput({ adapter: "mock", target: "x", prompt: "a b" })).done;
+  const [row] = node.core.history(10);
+  assert.equal(row?.runId, "r1");
+  assert.equal(row?.status, "completed");
+  assert.equal(row?.adapter, "mock");
+  assert.equal(row?.target, "x");
+  assert.equal(row?.outputSummary, "a b tok2 tok3");
+  assert.deepEqual(row?.usage, { inputTokens: 2, outputTokens: 4 });
+  assert.ok(row!.startedAtMs >= before);
+  assert.ok(row!.firstOutputAtMs! >= row!.startedAtMs);
+  assert.ok(row!.finishedAtMs! >= row!.firstOutputAtMs!);
+});
+
+Deno.test("history survives reopening the SQLite file", async () => {
+  await using node = await nodeWith([mock()]);
+  await node.run("r1", runInput({ adapter: "mock", target: "x" })).done;
+  const reopened = openRunStore(node.path);
+  try {
+    assert.deepEqual(reopened.history(5).map((r) => [r.runId, r.status]), [["r1", "completed"]]);
+  } finally {
+    reopened.close();
+  }
+});
+
+Deno.test("cancel mid-run ends it with exactly one cancelled event and a cancelled row", async () => {
+  await using node = await nodeWith([mock({ tokens: 1000, tokenDelayMs: 5 })]);
+  const run = node.run("r1", runInput({ adapter: "mock", target: "x" }));
+  assert.equal(node.core.inFlight, 1);
+  // Cancel once output has started, i.e. genuinely mid-run.
+  await run.firstOutput;
+  assert.equal(node.core.cancelRun("r1", "user asked"), true);
+  assert.equal(node.core.cancelRun("r1", "second ask"), true, "still running until it settles");
+  const events = await run.done;
+  assertWellFormed(events, "r1");
+  assert.deepEqual(events.at(-1), {
+    type: "cancelled",
+    reason: "user asked",
+    runId: "r1",
+    seq: events.length,
+    timestampMs: events.at(-1)!.timestampMs,
+  });
+  assert.ok(events.filter((e) => e.type === "output").length < 1000);
+  await node.core.cancelAll("wait for settle");
+  assert.equal(node.core.inFlight, 0);
+  assert.equal(node.core.cancelRun("r1", "late"), false);
+  const [row] = node.core.history(1);
+  assert.equal(row?.status, "cancelled");
+  assert.ok(row!.finishedAtMs! > 0);
+});
+
+Deno.test("a failing adapter ends the run with one failed event and an error row", async () => {
+  await using node = await nodeWith([mock({ failWith: "TIMEOUT", failRetryable: true })]);
+  const events = await node.run("r1", runInput({ adapter: "mock", target: "x" })).done;
+  assertWellFormed(events, "r1");
+  const last = events.at(-1)!;
+  assert.equal(last.type, "failed");
+  if (last.type === "failed") {
+    assert.equal(last.code, "TIMEOUT");
+    assert.equal(last.retryable, true);
+  }
+  const [row] = node.core.history(1);
+  assert.equal(row?.status, "failed");
+  assert.equal(row?.error?.code, "TIMEOUT");
+  assert.equal(row?.error?.retryable, true);
+});
+
+Deno.test("a CLI run that exits non-zero fails with its exit code recorded", async () => {
+  await using node = await nodeWith([{
+    name: "cli",
+    kind: "cli",
+    enabled: true,
+    settings: {
+      profiles: [{
+        name: "bad",
+        command: "sh",
+        args: ["-c", "echo out; echo oops >&2; exit 3"],
+        resumeArgs: [],
+        env: {},
+        cwd: "",
+        timeoutMs: 0,
+        description: "",
+      }],
+    },
+  }]);
+  const events = await node.run("r1", runInput({ adapter: "cli", target: "bad" })).done;
+  assertWellFormed(events, "r1");
+  assert.ok(events.some((e) => e.type === "output" && e.text === "out\n"));
+  assert.ok(events.some((e) => e.type === "log" && e.stream === "stderr" && /oops/.test(e.text)));
+  const last = events.at(-1)!;
+  assert.equal(last.type === "failed" && last.exitCode, 3);
+  const [row] = node.core.history(1);
+  assert.equal(row?.status, "failed");
+  assert.equal(row?.exitCode, 3);
+  assert.match(row?.error?.message ?? "", /exited with code 3: oops/);
+});
+
+Deno.test("an unknown adapter fails at once with NOT_FOUND and is not recorded", async () => {
+  await using node = await nodeWith([mock()]);
+  const events = await node.run("r1", runInput({ adapter: "ollama", target: "m" })).done;
+  assertWellFormed(events, "r1");
+  assert.equal(events.length, 1);
+  assert.equal(events[0]!.type === "failed" && events[0]!.code, "NOT_FOUND");
+  assert.deepEqual(node.core.history(10), []);
+});
+
+Deno.test("a node that has no config yet fails runs with UNAVAILABLE", () => {
+  const store = openRunStore(":memory:");
+  const core = new NodeCore({
+    nodeId: "n1",
+    store,
+    logger: quiet,
+    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
+  });
+  const events: RunEvent[] = [];
+  core.startRun("r1", runInput({ adapter: "mock", target: "x" }), (e) => events.push(e));
+  assert.equal(events.length, 1);
+  assert.equal(events[0]!.type === "failed" && events[0]!.code, "UNAVAILABLE");
+  store.close();
+});
+
+Deno.test("a run id already running is refused without disturbing the first run", async () => {
+  await using node = await nodeWith([mock({ tokens: 3, tokenDelayMs: 10 })]);
+  const first = node.run("r1", runInput({ adapter: "mock", target: "x" }));
+  const dup = await node.run("r1", runInput({ adapter: "mock", target: "x" })).done;
+  assert.equal(dup.length, 1);
+  assert.equal(dup[0]!.type === "failed" && dup[0]!.code, "INVALID_ARGUMENT");
+  const events = await first.done;
+  assertWellFormed(events, "r1");
+  assert.equal(events.at(-1)!.type, "completed");
+});
+
+Deno.test("the node's run limit refuses an extra run with OVERLOADED", async () => {
+  await using node = await nodeWith([mock({ tokens: 2, tokenDelayMs: 20 })], 1);
+  const first = node.run("r1", runInput({ adapter: "mock", target: "x" }));
+  const second = await node.run("r2", runInput({ adapter: "mock", target: "x" })).done;
+  assert.equal(second[0]!.type === "failed" && second[0]!.code, "OVERLOADED");
+  assert.equal((await first.done).at(-1)!.type, "completed");
+});
+
+Deno.test("history is newest first and honours its limit", async () => {
+  await using node = await nodeWith([mock()]);
+  for (const id of ["r1", "r2", "r3"]) {
+    await node.run(id, runInput({ adapter: "mock", target: "x" })).done;
+    // Distinct start times so that the order is decided by time, not by insertion.
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  assert.deepEqual(node.core.history(2).map((r) => r.runId), ["r3", "r2"]);
+  assert.deepEqual(node.core.history(0).map((r) => r.runId), ["r3"], "limit clamps to at least 1");
+});
+
+Deno.test("cancelAll stops every run and resolves once all have ended", async () => {
+  await using node = await nodeWith([mock({ tokens: 1000, tokenDelayMs: 10 })]);
+  const a = node.run("a", runInput({ adapter: "mock", target: "x" }));
+  const b = node.run("b", runInput({ adapter: "mock", target: "x" }));
+  await node.core.cancelAll("link to edge lost");
+  assert.equal(node.core.inFlight, 0);
+  for (const run of [a, b]) {
+    assert.deepEqual((await run.done).at(-1)!.type, "cancelled");
+  }
+  assert.deepEqual(node.core.history(5).map((r) => r.status), ["cancelled", "cancelled"]);
+});
+
+Deno.test("applyConfig reports rejected adapters and capabilities lists the built ones", async () => {
+  await using node = await nodeWith([
+    mock(),
+    { ...mock(), name: "mock" },
+    { name: "x", kind: "ollama", enabled: true } as unknown as AdapterConfig,
+  ]);
+  assert.deepEqual(node.applied.adapters, []);
+  assert.match(node.applied.rejected["mock"] ?? "", /used by 2 enabled adapters/);
+  assert.match(node.applied.rejected["x"] ?? "", /unknown adapter kind 'ollama'/);
+  const applied = node.core.applyConfig([mock()], 0);
+  assert.deepEqual(applied, { adapters: ["mock"], rejected: {} });
+  const caps = await node.core.capabilities();
+  assert.deepEqual(caps.map((c) => [c.name, c.kind, c.healthy]), [["mock", "mock", true]]);
+});

@@ -1,0 +1,247 @@
+import assert from "node:assert/strict";
+import { startInProcessStack } from "./in_process_stack.ts";
+import { OpsConsole } from "../services/edge/console/console.ts";
+
+const EDGE = {
+  edge: { id: "edge-test" },
+  nodes: [{
+    id: "n1",
+    alias: "one",
+    token: "t1",
+    adapters: [
+      { name: "mock", kind: "mock", tokens: 8, token_delay_ms: 40 },
+      {
+        name: "cli",
+        kind: "cli",
+        profiles: [
+          {
+            name: "echo",
+            command: "sh",
+            args: ["-c", 'for w in $1; do echo "$w"; done', "e", "{prompt}"],
+          },
+          { name: "slow", command: "sh", args: ["-c", "echo begun; exec sleep 30"] },
+        ],
+      },
+    ],
+  }],
+};
+
+const EDGE_YAML = `edge: { id: edge-test }
+nodes:
+  - id: n1
+    alias: one
+    token: t1
+    adapters:
+      - { name: mock, kind: mock, tokens: 3, token_delay_ms: 0 }
+`;
+
+/** Console output captured as one string, with a way to await text that has not arrived yet. */
+class Screen {
+  text = "";
+  readonly #waiters = new Set<() => void>();
+
+  readonly write = (chunk: string) => {
+    this.text += chunk;
+    for (const wake of this.#waiters) wake();
+  };
+
+  /** Resolves with the regexp match once the output contains it; rejects after `ms`. */
+  waitFor(pattern: RegExp, ms = 5_000): Promise<RegExpMatchArray> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const m = this.text.match(pattern);
+        if (!m) return;
+        this.#waiters.delete(check);
+        clearTimeout(timer);
+        resolve(m);
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`timed out waiting for ${pattern}; output so far:\n${this.text}`));
+      }, ms);
+      this.#waiters.add(check);
+      check();
+    });
+  }
+
+  /** Returns the output written since the last call. */
+  take(): string {
+    const t = this.text;
+    this.text = "";
+    return t;
+  }
+}
+
+async function consoleFor(edge: Record<string, unknown> = EDGE, configFile?: string) {
+  const stack = await startInProcessStack({ edge, ...(configFile ? { configFile } : {}) });
+  const screen = new Screen();
+  const ops = new OpsConsole(stack.service, screen.write);
+  return { stack, screen, ops };
+}
+
+Deno.test("/help lists every command", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  assert.equal(await s.ops.execute("/help"), true);
+  for (const cmd of ["/nodes", "/status", "/run", "/cancel", "/history", "/reload", "/help"]) {
+    assert.match(s.screen.text, new RegExp(`^  ${cmd} `, "m"), `${cmd} missing from /help`);
+  }
+});
+
+Deno.test("/nodes shows the registered node as connected, with its alias and version", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  await s.ops.execute("/nodes");
+  assert.match(s.screen.text, /^NODE\s+ALIAS\s+STATE\s+VERSION/m);
+  assert.match(s.screen.text, /^n1\s+one\s+connected\s+test\s+/m);
+});
+
+Deno.test("/status lists each adapter of a node without providers once", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  await s.ops.execute("/status");
+  assert.match(s.screen.text, /^edge edge-test vtest, up since .*, 0 runs in flight$/m);
+  assert.equal(s.screen.text.match(/^n1\s+up\s+adapter\s+mock\s+mock\(mock\)/gm)?.length, 1);
+  assert.equal(s.screen.text.match(/^n1\s+up\s+adapter\s+cli\s+cli\(cli\)/gm)?.length, 1);
+});
+
+Deno.test("/run mock streams tokens while the run is still going, then its summary", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  await s.ops.execute("/run mock demo hello brave world");
+  const [, runId] = s.screen.text.match(/^run (run_\w+) started on n1 \(mock\/demo\)$/m)!;
+  await s.screen.waitFor(/hello brave/);
+  // Live: the first words are on screen while the run is still in flight at the Edge.
+  assert.ok(s.stack.service.getRun(runId!), "run already finished when its first words arrived");
+  await s.screen.waitFor(/\[run_\w{8} completed\] finish=stop exit=0 tokens in=3 out=8/);
+  assert.match(s.screen.text, /hello brave world tok3 tok4 tok5 tok6 tok7\n/);
+  // The console forgets the run once its stream loop ends, a few microtasks after the summary.
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  await s.ops.execute("/runs");
+  assert.match(s.screen.text, /no runs in progress\n$/);
+});
+
+Deno.test("/run cli runs a profile on the node and streams its stdout", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  await s.ops.execute("/run @one cli echo alpha beta");
+  assert.match(s.screen.text, /^run run_\w+ started on n1 \(cli\/echo\)$/m);
+  await s.screen.waitFor(/\[run_\w{8} completed\] finish=stop exit=0 tokens in=0 out=2/);
+  assert.match(s.screen.text, /alpha\nbeta\n/);
+});
+
+Deno.test("/cancel by run-id prefix cancels a running CLI profile", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  await s.ops.execute("/run cli slow");
+  const [, runId] = s.screen.text.match(/^run (run_\w+) started/m)!;
+  await s.screen.waitFor(/begun/);
+  await s.ops.execute(`/cancel ${runId!.slice(0, 14)}`);
+  assert.match(s.screen.text, new RegExp(`^cancelling ${runId}$`, "m"));
+  await s.screen.waitFor(/\[run_\w{8} cancelled\] cancelled from console/);
+  await s.ops.execute(`/cancel ${runId}`);
+  assert.match(s.screen.text, new RegExp(`no run '${runId}' in progress\\n$`));
+});
+
+Deno.test("/history shows the node's recorded runs with their outcome", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  await s.ops.execute("/history n1");
+  assert.match(s.screen.text, /no runs recorded on n1/);
+  await s.ops.execute("/run mock demo first");
+  await s.screen.waitFor(/completed\]/);
+  await s.ops.execute("/run cli slow");
+  await s.screen.waitFor(/begun/);
+  const [, slowId] = s.screen.text.match(/^run (run_\w+) started on n1 \(cli\/slow\)/m)!;
+  await s.ops.execute(`/cancel ${slowId}`);
+  await s.screen.waitFor(/cancelled\]/);
+  s.screen.take();
+  await s.ops.execute("/history one 10");
+  const rows = s.screen.text.split("\n").filter((l) => l.startsWith("run_"));
+  assert.equal(rows.length, 2, s.screen.text);
+  assert.match(rows[0]!, new RegExp(`^${slowId}\\s+cli\\s+slow\\s+cancelled\\s`));
+  assert.match(rows[1]!, /^run_\w+\s+mock\s+demo\s+completed\s+.*\s1\/8\s+first tok1/);
+});
+
+Deno.test("/reload of a broken file keeps the config in force and the node connected", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "iop_console_reload_" });
+  const file = `${dir}/edge.yaml`;
+  await Deno.writeTextFile(file, EDGE_YAML);
+  const { parse } = await import("yaml");
+  await using s = await consoleFor(parse(EDGE_YAML), file).then((c) => ({
+    ...c,
+    [Symbol.asyncDispose]: async () => {
+      await c.stack.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  }));
+  const before = s.stack.service.config;
+  await Deno.writeTextFile(file, EDGE_YAML + "    alias: [broken\n");
+  await s.ops.execute("/reload");
+  assert.match(
+    s.screen.text,
+    new RegExp(
+      `^reload failed: kept the previous config: ${file}: line \\d+, column \\d+: invalid YAML`,
+    ),
+  );
+  assert.equal(s.stack.service.config, before);
+  s.screen.take();
+
+  await Deno.writeTextFile(
+    file,
+    EDGE_YAML + "  - { id: n1, token: t2 }\n",
+  );
+  await s.ops.execute("/reload");
+  assert.match(s.screen.text, /^reload failed: kept the previous config: .*duplicate node id 'n1'/);
+  assert.equal(s.stack.service.config, before);
+
+  await s.ops.execute("/nodes");
+  assert.match(s.screen.text, /^n1\s+one\s+connected/m);
+  await s.ops.execute("/run mock demo still works");
+  await s.screen.waitFor(/still works tok2\n\[run_\w{8} completed\]/);
+});
+
+Deno.test("/reload of a valid file swaps the config in", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "iop_console_reload_" });
+  const file = `${dir}/edge.yaml`;
+  await Deno.writeTextFile(file, EDGE_YAML);
+  const { parse } = await import("yaml");
+  await using s = await consoleFor(parse(EDGE_YAML), file).then((c) => ({
+    ...c,
+    [Symbol.asyncDispose]: async () => {
+      await c.stack.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  }));
+  await Deno.writeTextFile(file, EDGE_YAML.replace("id: edge-test", "id: edge-renamed"));
+  await s.ops.execute("/reload");
+  assert.match(s.screen.text, /^reloaded: loaded 1 nodes, 0 models from /);
+  assert.equal(s.stack.service.config.edge.id, "edge-renamed");
+});
+
+Deno.test("an unknown command and bad arguments answer with help, not a crash", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  assert.equal(await s.ops.execute("/frobnicate now"), true);
+  assert.equal(s.screen.take(), "unknown command '/frobnicate'; type /help\n");
+  await s.ops.execute("/run mock");
+  assert.equal(s.screen.take(), "usage: /run [@node] <adapter> <target> <prompt...>\n");
+  await s.ops.execute("/cancel");
+  assert.equal(s.screen.take(), "usage: /cancel <run-id>\n");
+  await s.ops.execute("/history");
+  assert.equal(s.screen.take(), "usage: /history <node> [limit]\n");
+  await s.ops.execute("/history n1 zero");
+  assert.equal(s.screen.take(), "limit must be a positive whole number: current value is 'zero'\n");
+  await s.ops.execute("/run ollama llama3 hi");
+  assert.equal(
+    s.screen.take(),
+    "error NOT_FOUND: No node offers adapter 'ollama' with target 'llama3'\n",
+  );
+  await s.ops.execute("/history nobody");
+  assert.equal(s.screen.take(), "error NOT_FOUND: Cannot find node 'nobody'\n");
+  assert.equal(await s.ops.execute("   "), true);
+  assert.equal(s.screen.take(), "");
+});
+
+Deno.test("serve() reads commands line by line until /quit, then waits for its runs", async () => {
+  await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
+  const input = new Blob(["/nodes\r\n/run mock demo a b\n/quit\n/help\n"]).stream();
+  await s.ops.serve(input, "> ");
+  assert.match(s.screen.text, /^IOP edge console \(edge-test\)\. Type \/help\.\n> /);
+  assert.match(s.screen.text, /^n1\s+one\s+connected/m);
+  // serve() returned only after the started run ended, and /help after /quit never ran.
+  assert.match(s.screen.text, /a b tok2 tok3 tok4 tok5 tok6 tok7\n\[run_\w{8} completed\]/);
+  assert.doesNotMatch(s.screen.text, /Commands:/);
+});
