@@ -23,6 +23,9 @@ import { fromConfigPayload } from "./config_payload.ts";
 /** Wire protocol version this Node speaks. */
 export const NODE_PROTOCOL_VERSION = 1;
 
+/** How long the Node waits for the Edge to answer its registration. */
+const REGISTER_TIMEOUT_MS = 10_000;
+
 type Conn = FrameConnection<typeof NodeEnvelopeSchema, typeof NodeEnvelopeSchema>;
 
 /** Options of {@linkcode startEdgeClient}. */
@@ -107,12 +110,28 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
     },
     stop: async () => {
       stopped = true;
+      // Cancel first so that the Edge hears each run end as cancelled, then close the link.
+      await options.core.cancelAll("node stopping");
+      await current?.send(heartbeatEnvelope(0)).catch(() => {});
       current?.close("node stopping");
       wakeSleep?.();
       await loop;
-      await options.core.cancelAll("node stopping");
     },
   };
+}
+
+function heartbeatEnvelope(runsInFlight: number) {
+  return create(NodeEnvelopeSchema, {
+    msg: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()), runsInFlight } },
+  });
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 function splitAddress(address: string): [string, number] {
@@ -149,7 +168,10 @@ async function session(
       },
     },
   }));
-  const first = await messages.next();
+  const first = await withTimeout(messages.next(), REGISTER_TIMEOUT_MS).catch(() => {
+    conn.close(`no registration answer within ${REGISTER_TIMEOUT_MS} ms`);
+    return { done: true as const, value: undefined };
+  });
   if (first.done || first.value.msg.case !== "registerResponse") {
     logger.warn("edge closed the link before answering registration", {
       reason: conn.isClosed ? await conn.closed : "unexpected first frame",
@@ -189,12 +211,7 @@ async function session(
   const heartbeat = startHeartbeat({
     intervalMs: payload.heartbeatIntervalMs,
     send: () => {
-      conn.send(create(NodeEnvelopeSchema, {
-        msg: {
-          case: "heartbeat",
-          value: { sentAtMs: BigInt(Date.now()), runsInFlight: core.inFlight },
-        },
-      })).catch(() => {});
+      conn.send(heartbeatEnvelope(core.inFlight)).catch(() => {});
     },
     onDead: (silentMs) => {
       logger.warn("edge missed heartbeats, closing link", { silent_ms: silentMs });
