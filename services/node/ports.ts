@@ -8,25 +8,11 @@
 import type { IopError } from "../../shared/errors.ts";
 
 export type { ChatMessage, Sampling, ToolCall, ToolDefinition, Usage } from "../../shared/run.ts";
-import type { ChatMessage, Sampling, ToolCall, ToolDefinition, Usage } from "../../shared/run.ts";
+import type { RunInput, ToolCall, Usage } from "../../shared/run.ts";
 
-/** What an adapter executes: resolved from a run request by the router. */
-export interface ExecutionSpec {
+/** What an adapter executes: a run's input plus its id, resolved by the router. */
+export interface ExecutionSpec extends RunInput {
   runId: string;
-  /** Adapter instance name, as configured (e.g. "ollama", "gpu-vllm"). */
-  adapter: string;
-  /** Model name, CLI profile or agent inside the adapter. */
-  target: string;
-  messages: ChatMessage[];
-  /** Prompt-only input; adapters fall back to the last user message when empty. */
-  prompt: string;
-  sampling: Sampling;
-  tools: ToolDefinition[];
-  /** Continues a CLI or agent session; empty starts a new one. */
-  sessionId: string;
-  metadata: Record<string, string>;
-  /** 0 means the adapter's own limit. */
-  timeoutMs: number;
 }
 
 /** Receives an adapter's events while a run executes; calls never throw. */

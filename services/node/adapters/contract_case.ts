@@ -6,6 +6,7 @@
  * the adapter left no timer, socket, file or process behind.
  * @module
  */
+import { runInput } from "../../../shared/run.ts";
 import assert from "node:assert/strict";
 import { IopError, isErrorCode } from "../../../shared/errors.ts";
 import type { Adapter, EventSink, ExecutionSpec, ToolCall } from "../ports.ts";
@@ -27,19 +28,7 @@ export interface ContractFixture {
 
 /** An execution spec with empty defaults (fresh run id, no messages, no limits) under `partial`. */
 export function specFor(partial: Partial<ExecutionSpec>): ExecutionSpec {
-  return {
-    runId: crypto.randomUUID(),
-    adapter: "",
-    target: "",
-    messages: [],
-    prompt: "",
-    sampling: {},
-    tools: [],
-    sessionId: "",
-    metadata: {},
-    timeoutMs: 0,
-    ...partial,
-  };
+  return { runId: crypto.randomUUID(), ...runInput({ adapter: "", target: "", ...partial }) };
 }
 
 /** A sink that records what it receives and can announce the first delta. */
