@@ -64,9 +64,10 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
   const audit = root.section("audit");
   const registry = root.section("registry");
   const commands = root.section("commands");
+  const id = cp.nonEmpty("id", "cp-local");
   return {
     file,
-    controlPlane: { id: cp.nonEmpty("id", "cp-local") },
+    controlPlane: { id },
     http: {
       host: http.nonEmpty("host", "127.0.0.1"),
       port: http.number("port", 8090, { min: 0, max: 65535 }),
@@ -80,7 +81,7 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
       edgeCredentials: wire.strings("edge_credentials").filter((c) => c !== ""),
     },
     admin: { tokens: admin.strings("tokens").filter((t) => t !== "") },
-    audit: { path: audit.nonEmpty("path", "data/cp-audit.sqlite") },
+    audit: { path: audit.nonEmpty("path", `.iop/${id}/audit.sqlite`) },
     registry: {
       eventsPerEdge: registry.number("events_per_edge", 200, { min: 1 }),
       statusTimeoutMs: registry.number("status_timeout_ms", 5_000, { min: 100 }),
