@@ -276,14 +276,22 @@ export interface FakeServer extends AsyncDisposable {
   unref(): void;
 }
 
-/** Serves `handler` on 127.0.0.1, port 0, quietly absorbing simulated disconnects. */
+/** Where a fake listens; tests keep the default 127.0.0.1 and a free port. */
+export interface FakeListen {
+  hostname?: string;
+  port?: number;
+}
+
+/** Serves `handler` (default 127.0.0.1, port 0), quietly absorbing simulated disconnects. */
 export function serveFake(
   log: RequestLog,
   handler: (req: Request) => Response | Promise<Response>,
+  listen: FakeListen = {},
 ): FakeServer {
+  const hostname = listen.hostname ?? "127.0.0.1";
   const server = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
+    hostname,
+    port: listen.port ?? 0,
     onListen: () => {},
     onError: (err) => {
       if (!(err instanceof SimulatedDisconnect)) console.error("fake model server error", err);
@@ -296,7 +304,7 @@ export function serveFake(
     return closed ??= server.shutdown();
   };
   return {
-    url: `http://127.0.0.1:${server.addr.port}`,
+    url: `http://${hostname}:${server.addr.port}`,
     log,
     requests: log.requests,
     close,

@@ -10,6 +10,7 @@ import {
   countWords,
   type Exchange,
   type FakeBehavior,
+  type FakeListen,
   type FakeServer,
   json,
   pacedBody,
@@ -32,6 +33,8 @@ export interface FakeOllamaOptions {
   perModel?: Record<string, FakeBehavior>;
   /** Reported by `/api/version` (default "0.12.6"). */
   version?: string;
+  /** Listening address (default 127.0.0.1 and a free port); containers use 0.0.0.0:11434. */
+  listen?: FakeListen;
 }
 
 /** A running fake Ollama. */
@@ -207,7 +210,7 @@ export function startFakeOllama(options: FakeOllamaOptions = {}): FakeOllama {
     );
   };
 
-  const server = serveFake(log, handler);
+  const server = serveFake(log, handler, options.listen);
   return {
     ...server,
     setBehavior: (model, behavior) => void perModel.set(withTag(model), behavior),

@@ -1,0 +1,352 @@
+/**
+ * End-to-end fleet suite: compose/fleet.yaml (Control Plane, edge-a with node-a1 + node-a2,
+ * edge-b with node-b1 + a fake Ollama) in real containers, driven through the published
+ * loopback ports with the `openai` client, with faults made by the docker CLI: a node killed
+ * mid-stream, an edge stopped, an edge cut off the Control Plane network, the Control Plane
+ * restarted. Needs a Docker engine and compose v2; without them the suite fails saying what to
+ * install, unless IOP_SKIP_FLEET=1 opts out explicitly (CI never does).
+ * @module
+ */
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import {
+  docker,
+  dockerProblem,
+  ensureImages,
+  type Fleet,
+  getJson,
+  ROOT,
+  run,
+  startFleet,
+  waitFor,
+} from "./fleet_harness.ts";
+
+const skip = Deno.env.get("IOP_SKIP_FLEET") === "1";
+if (skip) console.log("fleet suite ignored: IOP_SKIP_FLEET=1 was set explicitly");
+
+/** An edge as GET /edges shows it (protobuf JSON: false and empty fields are omitted). */
+interface EdgeView {
+  edgeId: string;
+  connected?: boolean;
+  connectedAtMs?: string;
+  disconnectReason?: string;
+  status?: { nodes?: { id: string; connected?: boolean }[] };
+}
+
+/** A node as the edge's /api/iop/status shows it. */
+interface EdgeNodeStatus {
+  id: string;
+  connected: boolean;
+}
+
+const EDGE_NODES: Record<string, string[]> = {
+  "edge-a": ["node-a1", "node-a2"],
+  "edge-b": ["node-b1"],
+};
+
+/** A service of `docker compose config --format json`, as far as the GPU test reads it. */
+interface ComposeService {
+  environment?: Record<string, string>;
+  deploy?: {
+    resources?: {
+      reservations?: { devices?: { driver?: string; capabilities?: string[] }[] };
+    };
+  };
+}
+
+/** `docker compose config` of a file with exactly the given variables (no engine needed). */
+function composeConfig(file: string, vars: Record<string, string>, extra: string[]) {
+  const assignments = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
+  return run("env", [
+    "-u",
+    "IOP_NODE_ID",
+    "-u",
+    "IOP_NODE_TOKEN",
+    "-u",
+    "IOP_NODE_EDGE_ADDRESS",
+    ...assignments,
+    "docker",
+    "compose",
+    "-f",
+    file,
+    ...extra,
+    "config",
+    "--format",
+    "json",
+  ]);
+}
+
+function client(baseUrl: string): OpenAI {
+  return new OpenAI({ apiKey: "fleet", baseURL: `${baseUrl}/v1`, maxRetries: 0, timeout: 30_000 });
+}
+
+/** Streams one chat completion; returns the text and how many content chunks carried it. */
+async function streamChat(
+  baseUrl: string,
+  model: string,
+  prompt: string,
+): Promise<{ text: string; chunks: number }> {
+  const stream = await client(baseUrl).chat.completions.create({
+    model,
+    messages: [{ role: "user", content: prompt }],
+    stream: true,
+  });
+  let text = "";
+  let chunks = 0;
+  for await (const chunk of stream) {
+    const delta = chunk.choices[0]?.delta.content ?? "";
+    if (delta !== "") chunks++;
+    text += delta;
+  }
+  return { text, chunks };
+}
+
+function servedBy(text: string): string | undefined {
+  return text.match(/served-by (node-[a-z0-9]+)\s/)?.[1];
+}
+
+/** The edge as GET /edges shows it: what an operator sees, no refresh requested. */
+async function cpEdge(fleet: Fleet, id: string): Promise<EdgeView | undefined> {
+  const { edges } = await getJson<{ edges: EdgeView[] }>(`${fleet.cpUrl}/edges`);
+  return edges.find((e) => e.edgeId === id);
+}
+
+/** Waits until the Control Plane shows `edgeId` attached with all its nodes connected. */
+function untilEdgeAttachedWithNodes(fleet: Fleet, edgeId: string, timeoutMs: number) {
+  return waitFor(`${edgeId} and its nodes on the Control Plane`, timeoutMs, async () => {
+    const view = await cpEdge(fleet, edgeId);
+    if (view?.connected !== true) return undefined;
+    const up = (view.status?.nodes ?? []).filter((n) => n.connected === true).map((n) => n.id);
+    return EDGE_NODES[edgeId]!.every((n) => up.includes(n)) ? view : undefined;
+  });
+}
+
+function untilEdgeGone(fleet: Fleet, edgeId: string, timeoutMs: number) {
+  return waitFor(`the Control Plane to mark ${edgeId} disconnected`, timeoutMs, async () => {
+    const view = await cpEdge(fleet, edgeId);
+    return view && view.connected !== true ? view : undefined;
+  });
+}
+
+function untilNodeOnEdge(edgeUrl: string, nodeId: string, timeoutMs: number) {
+  return waitFor(`${nodeId} connected to its edge`, timeoutMs, async () => {
+    const status = await getJson<{ nodes: EdgeNodeStatus[] }>(`${edgeUrl}/api/iop/status`);
+    return status.nodes.some((n) => n.id === nodeId && n.connected) ? true : undefined;
+  });
+}
+
+function seconds(since: number): string {
+  return `${((performance.now() - since) / 1000).toFixed(1)} s`;
+}
+
+Deno.test({
+  name: "fleet in containers serves OpenAI through both edges and survives node, edge and " +
+    "Control Plane faults",
+  ignore: skip,
+  fn: async (t) => {
+    const problem = await dockerProblem();
+    if (problem) {
+      throw new Error(
+        `The fleet suite needs Docker: ${problem}. Set IOP_SKIP_FLEET=1 only to skip it on purpose.`,
+      );
+    }
+    await ensureImages();
+    const started = performance.now();
+    const fleet = await startFleet();
+    const results: boolean[] = [];
+    try {
+      results.push(
+        await t.step(
+          "the fleet comes up and the Control Plane shows both edges with their nodes",
+          async () => {
+            await untilEdgeAttachedWithNodes(fleet, "edge-a", 60_000);
+            await untilEdgeAttachedWithNodes(fleet, "edge-b", 60_000);
+            const { edges } = await getJson<{ edges: EdgeView[] }>(`${fleet.cpUrl}/edges`);
+            assert.deepEqual(edges.map((e) => e.edgeId).sort(), ["edge-a", "edge-b"]);
+            console.log(`fleet up and attached in ${seconds(started)}`);
+          },
+        ),
+      );
+
+      results.push(
+        await t.step("an OpenAI stream through each edge reaches a node", async () => {
+          const models = await client(fleet.edgeAUrl).models.list();
+          assert.ok(models.data.some((m) => m.id === "whoami"), "edge-a lists the whoami model");
+          const a = await streamChat(fleet.edgeAUrl, "whoami", "hello fleet");
+          assert.match(servedBy(a.text) ?? "", /^node-a[12]$/, a.text);
+          assert.match(a.text, /hello\s+fleet/);
+          assert.ok(a.chunks >= 2, `edge-a answered in ${a.chunks} chunk(s), not a stream`);
+
+          const b = await streamChat(fleet.edgeBUrl, "whoami", "hello fleet");
+          assert.equal(servedBy(b.text), "node-b1", b.text);
+          // The model path: node-b1 runs it on the fake Ollama container.
+          const llama = await streamChat(fleet.edgeBUrl, "llama3.2", "say something");
+          assert.match(llama.text, /^tok0 tok1 tok2/, llama.text);
+          assert.ok(llama.chunks >= 10, `llama3.2 answered in ${llama.chunks} chunk(s)`);
+        }),
+      );
+
+      results.push(
+        await t.step(
+          "a node killed mid-stream ends the stream with an error promptly and the next request runs on the other node",
+          async () => {
+            const prompt = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
+            const stream = await client(fleet.edgeAUrl).chat.completions.create({
+              model: "whoami",
+              messages: [{ role: "user", content: prompt }],
+              stream: true,
+            });
+            let text = "";
+            let victim: string | undefined;
+            let killedAt = 0;
+            let error: unknown;
+            try {
+              for await (const chunk of stream) {
+                text += chunk.choices[0]?.delta.content ?? "";
+                if (victim === undefined && (victim = servedBy(text)) !== undefined) {
+                  await docker(["kill", fleet.containerId(victim)]);
+                  killedAt = performance.now();
+                }
+              }
+            } catch (err) {
+              error = err;
+            }
+            const errorAfterMs = performance.now() - killedAt;
+            assert.ok(victim, `no node named itself: ${text}`);
+            assert.ok(
+              error instanceof OpenAI.APIError,
+              `the stream ended without an API error: ${error}; text ${text}`,
+            );
+            assert.ok(errorAfterMs < 5_000, `the error came ${errorAfterMs} ms after the kill`);
+            assert.doesNotMatch(
+              text,
+              /word39/,
+              "the stream completed although its node was killed",
+            );
+            console.log(
+              `killed ${victim}: client error after ${
+                Math.round(errorAfterMs)
+              } ms: ${error.message}`,
+            );
+
+            const next = await streamChat(fleet.edgeAUrl, "whoami", "after the kill");
+            const other = victim === "node-a1" ? "node-a2" : "node-a1";
+            assert.equal(servedBy(next.text), other, next.text);
+            assert.match(next.text, /after\s+the\s+kill/);
+
+            // Bring the node back for the scenarios that follow; it re-registers by itself.
+            const restartedAt = performance.now();
+            await docker(["start", fleet.containerId(victim)]);
+            await untilNodeOnEdge(fleet.edgeAUrl, victim, 30_000);
+            console.log(`${victim} re-registered ${seconds(restartedAt)} after docker start`);
+          },
+        ),
+      );
+
+      results.push(
+        await t.step(
+          "an edge stopped is marked gone; restarted, it reattaches with its nodes",
+          async () => {
+            const stoppedAt = performance.now();
+            await docker(["stop", "--time", "5", fleet.containerId("edge-a")]);
+            const gone = await untilEdgeGone(fleet, "edge-a", 15_000);
+            console.log(
+              `edge-a marked gone ${seconds(stoppedAt)} after docker stop (${
+                gone.disconnectReason ?? ""
+              })`,
+            );
+            assert.equal((await cpEdge(fleet, "edge-b"))?.connected, true, "edge-b stays attached");
+
+            const restartedAt = performance.now();
+            await docker(["start", fleet.containerId("edge-a")]);
+            await untilEdgeAttachedWithNodes(fleet, "edge-a", 45_000);
+            console.log(
+              `edge-a reattached with both nodes ${seconds(restartedAt)} after docker start`,
+            );
+            const after = await streamChat(fleet.edgeAUrl, "chat", "back again");
+            assert.match(after.text, /^back again/);
+          },
+        ),
+      );
+
+      results.push(
+        await t.step(
+          "an edge cut off the Control Plane network keeps serving and reattaches when reconnected",
+          async () => {
+            const cpNet = fleet.network("cp-net");
+            const edgeA = fleet.containerId("edge-a");
+            const cutAt = performance.now();
+            await docker(["network", "disconnect", cpNet, edgeA]);
+            try {
+              await untilEdgeGone(fleet, "edge-a", 15_000);
+              console.log(`edge-a cut off: marked gone ${seconds(cutAt)} after the disconnect`);
+              const served = await streamChat(fleet.edgeAUrl, "whoami", "still serving");
+              assert.match(servedBy(served.text) ?? "", /^node-a[12]$/, served.text);
+              assert.match(served.text, /still\s+serving/);
+            } finally {
+              await docker(["network", "connect", cpNet, edgeA]);
+            }
+            const reconnectedAt = performance.now();
+            await untilEdgeAttachedWithNodes(fleet, "edge-a", 30_000);
+            console.log(`edge-a reattached ${seconds(reconnectedAt)} after the network came back`);
+          },
+        ),
+      );
+
+      results.push(
+        await t.step("the Control Plane restarted: both edges reattach on their own", async () => {
+          const before = await cpEdge(fleet, "edge-b");
+          const restartedAt = performance.now();
+          await docker(["restart", "--time", "5", fleet.containerId("cp")]);
+          await untilEdgeAttachedWithNodes(fleet, "edge-a", 45_000);
+          const b = await untilEdgeAttachedWithNodes(fleet, "edge-b", 45_000);
+          assert.notEqual(b.connectedAtMs, before?.connectedAtMs, "edge-b attached anew");
+          console.log(
+            `both edges reattached ${seconds(restartedAt)} after the Control Plane restart`,
+          );
+          const served = await streamChat(fleet.edgeBUrl, "llama3.2", "after restart");
+          assert.match(served.text, /^tok0/);
+        }),
+      );
+    } finally {
+      if (results.includes(false)) await fleet.dumpLogs();
+      const downAt = performance.now();
+      await fleet.down();
+      console.log(`fleet removed in ${seconds(downAt)}; whole suite ${seconds(started)}`);
+    }
+  },
+});
+
+Deno.test({
+  name: "gpu-node compose file refuses to start without an edge address and reserves GPUs " +
+    "for the model servers",
+  ignore: skip,
+  fn: async () => {
+    const problem = await dockerProblem();
+    if (problem) throw new Error(`The fleet suite needs Docker: ${problem}.`);
+    const file = `${ROOT}/compose/gpu-node.yaml`;
+    const env = { IOP_NODE_ID: "gpu-01", IOP_NODE_TOKEN: "t0k", IOP_NODE_EDGE_ADDRESS: "" };
+    const missing = await composeConfig(file, env, []);
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stderr, /IOP_NODE_EDGE_ADDRESS/);
+
+    env.IOP_NODE_EDGE_ADDRESS = "edge.example.internal:7100";
+    const plain = await composeConfig(file, env, []);
+    assert.equal(plain.code, 0, plain.stderr);
+    const services = JSON.parse(plain.stdout).services as Record<string, ComposeService>;
+    assert.deepEqual(Object.keys(services).sort(), ["node", "ollama"]);
+    assert.equal(services.node!.environment?.IOP_NODE_EDGE_ADDRESS, env.IOP_NODE_EDGE_ADDRESS);
+    assert.equal(services.node!.deploy, undefined, "the IOP node itself needs no GPU");
+
+    const withVllm = await composeConfig(file, env, ["--profile", "vllm"]);
+    assert.equal(withVllm.code, 0, withVllm.stderr);
+    const all = JSON.parse(withVllm.stdout).services as Record<string, ComposeService>;
+    for (const name of ["ollama", "vllm"]) {
+      const devices = all[name]?.deploy?.resources?.reservations?.devices ?? [];
+      assert.ok(
+        devices.some((d) => d.driver === "nvidia" && d.capabilities?.includes("gpu")),
+        `${name} reserves an NVIDIA GPU`,
+      );
+    }
+  },
+});
