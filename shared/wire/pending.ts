@@ -25,6 +25,9 @@ export class PendingRequests<T> {
   open(timeoutMs: number, what: string): { id: bigint; response: Promise<T> } {
     const id = this.#nextId++;
     const { promise, resolve, reject } = Promise.withResolvers<T>();
+    // A caller may give up before awaiting (e.g. its send failed); a later rejection of the
+    // abandoned request must not surface as an unhandled rejection that ends the process.
+    promise.catch(() => {});
     const timer = setTimeout(() => {
       this.#waiting.delete(id);
       reject(new IopError("TIMEOUT", `No answer to ${what} within ${timeoutMs} ms`));

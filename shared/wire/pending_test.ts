@@ -50,3 +50,26 @@ Deno.test({
     assert.equal(pending.size, 0);
   },
 });
+
+Deno.test({
+  name:
+    "PendingRequests: a request abandoned by its caller is rejected without an unhandled rejection",
+  sanitizeOps: true,
+  async fn() {
+    const pending = new PendingRequests<string>();
+    let unhandled = 0;
+    const onUnhandled = (e: PromiseRejectionEvent) => {
+      unhandled++;
+      e.preventDefault();
+    };
+    globalThis.addEventListener("unhandledrejection", onUnhandled);
+    try {
+      pending.open(1_000, "never awaited");
+      pending.rejectAll(new IopError("UNAVAILABLE", "link broke"));
+      await new Promise((r) => setTimeout(r, 10));
+      assert.equal(unhandled, 0);
+    } finally {
+      globalThis.removeEventListener("unhandledrejection", onUnhandled);
+    }
+  },
+});
