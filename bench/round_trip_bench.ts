@@ -11,7 +11,7 @@
 import { runInput } from "../shared/run.ts";
 import { createMockAdapter } from "../services/node/adapters/mock.ts";
 import type { EventSink } from "../services/node/ports.ts";
-import { startInProcessStack } from "../tests/in_process_stack.ts";
+import { startStack } from "../tests/stack.ts";
 
 const TOKENS = 8;
 const MOCK = {
@@ -22,8 +22,8 @@ const MOCK = {
   failRetryable: false,
 };
 
-const stack = await startInProcessStack({
-  edge: {
+const stack = await startStack({
+  config: {
     nodes: [{
       id: "bench",
       token: "bench-token",

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
-import { type EdgeStack, mockNode, startEdgeStack } from "./edge_stack.ts";
+import { mockNode, startStack, type TestEdge } from "./stack.ts";
 
 /** Polls a condition of live state (no fixed sleeps); fails after `ms`. */
 async function until(what: string, cond: () => boolean, ms = 5_000): Promise<void> {
@@ -17,7 +17,7 @@ async function until(what: string, cond: () => boolean, ms = 5_000): Promise<voi
   }
 }
 
-function openai(stack: EdgeStack): OpenAI {
+function openai(stack: TestEdge): OpenAI {
   return new OpenAI({ apiKey: "none", baseURL: `${stack.url}/v1`, maxRetries: 0 });
 }
 
@@ -25,7 +25,8 @@ const SLOW = { tokens: 3, token_delay_ms: 5, start_delay_ms: 400 };
 
 Deno.test("a pool of capacity N with N+M+K requests runs N, queues M and answers K with 429", async () => {
   const N = 2, M = 3, K = 2;
-  await using stack = await startEdgeStack({
+  await using stack = await startStack({
+    http: true,
     config: {
       nodes: [
         mockNode("node-a", { providers: [{ id: "a-demo", group: "demo", max: N }], mock: SLOW }),
@@ -67,7 +68,8 @@ Deno.test("a pool of capacity N with N+M+K requests runs N, queues M and answers
 });
 
 Deno.test("a CLI route under the same load is never queued", async () => {
-  await using stack = await startEdgeStack({
+  await using stack = await startStack({
+    http: true,
     config: {
       nodes: [{
         ...mockNode("node-a", { providers: [{ id: "a-demo", group: "demo", max: 1 }] }),
@@ -106,7 +108,8 @@ Deno.test("a CLI route under the same load is never queued", async () => {
 });
 
 Deno.test("pool runs go to the least-loaded provider across nodes", async () => {
-  await using stack = await startEdgeStack({
+  await using stack = await startStack({
+    http: true,
     config: {
       nodes: [
         mockNode("node-a", { providers: [{ id: "a-demo", group: "demo", max: 2 }], mock: SLOW }),
@@ -130,7 +133,8 @@ Deno.test("pool runs go to the least-loaded provider across nodes", async () => 
 });
 
 Deno.test("a run whose node is lost before its first output is retried once on another provider", async () => {
-  await using stack = await startEdgeStack({
+  await using stack = await startStack({
+    http: true,
     config: {
       nodes: [
         mockNode("node-a", { providers: [{ id: "a-demo", group: "demo", max: 1 }], mock: SLOW }),
@@ -161,7 +165,8 @@ Deno.test("a run whose node is lost before its first output is retried once on a
 });
 
 Deno.test("a full pool answers Ollama clients 503 with Ollama's busy message", async () => {
-  await using stack = await startEdgeStack({
+  await using stack = await startStack({
+    http: true,
     config: {
       nodes: [
         mockNode("node-a", { providers: [{ id: "a-demo", group: "demo", max: 1 }], mock: SLOW }),

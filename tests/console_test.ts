@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { startInProcessStack } from "./in_process_stack.ts";
+import { startStack } from "./stack.ts";
 import { OpsConsole } from "../services/edge/console/console.ts";
 
 const EDGE = {
@@ -73,7 +73,7 @@ class Screen {
 }
 
 async function consoleFor(edge: Record<string, unknown> = EDGE, configFile?: string) {
-  const stack = await startInProcessStack({ edge, ...(configFile ? { configFile } : {}) });
+  const stack = await startStack({ config: edge, ...(configFile ? { configFile } : {}) });
   const screen = new Screen();
   const ops = new OpsConsole(stack.service, screen.write);
   return { stack, screen, ops };

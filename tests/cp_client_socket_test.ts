@@ -11,7 +11,8 @@ import {
   EdgeSelectorSchema,
 } from "../proto/gen/iop/v1/control_pb.ts";
 import { startControlPlane } from "../services/cp/control_plane.ts";
-import { quiet, startEdgeStack, testCpConfig, until } from "./cp_harness.ts";
+import { startCpEdge, testCpConfig, until } from "./cp_harness.ts";
+import { quiet } from "./stack.ts";
 
 type Msg = NonNullable<MessageInitShape<typeof ClientEnvelopeSchema>["msg"]>;
 
@@ -48,7 +49,7 @@ async function openClient(url: string) {
 
 Deno.test("a binary /client session gets fleet status, needs an admin token to command, and streams per-edge results", async () => {
   await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
-  await using _edge = await startEdgeStack({ edgeId: "edge-ws", cpAddress: cp.wireAddress });
+  await using _edge = await startCpEdge({ edgeId: "edge-ws", cpAddress: cp.wireAddress });
   await until("edge status", () => cp.registry.get("edge-ws")?.status ? true : undefined);
 
   const before = await openClient(cp.httpUrl);
@@ -114,7 +115,7 @@ Deno.test("a binary /client session gets fleet status, needs an admin token to c
 
 Deno.test("a domain agent reports busy while its command runs, error after a failure, and ready again after a success", async () => {
   await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
-  await using edge = await startEdgeStack({ edgeId: "edge-ag", cpAddress: cp.wireAddress });
+  await using edge = await startCpEdge({ edgeId: "edge-ag", cpAddress: cp.wireAddress });
   await until("edge status", () => cp.registry.get("edge-ag")?.status ? true : undefined);
   const agentState = () =>
     cp.registry.get("edge-ag")?.status?.agents.find((a) => a.id === "deployer");

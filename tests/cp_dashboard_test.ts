@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 import { startControlPlane } from "../services/cp/control_plane.ts";
-import { quiet, startEdgeStack, testCpConfig, until } from "./cp_harness.ts";
+import { startCpEdge, testCpConfig, until } from "./cp_harness.ts";
+import { quiet } from "./stack.ts";
 
 const CHROMIUM_ARGS = [
   "--no-sandbox",
@@ -20,8 +21,8 @@ const CHROMIUM_ARGS = [
 
 Deno.test("the dashboard shows both edges and a fleet command's per-edge results", async () => {
   await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
-  await using _a = await startEdgeStack({ edgeId: "edge-a", cpAddress: cp.wireAddress });
-  await using _b = await startEdgeStack({ edgeId: "edge-b", cpAddress: cp.wireAddress });
+  await using _a = await startCpEdge({ edgeId: "edge-a", cpAddress: cp.wireAddress });
+  await using _b = await startCpEdge({ edgeId: "edge-b", cpAddress: cp.wireAddress });
   await until(
     "both edges reported status",
     () =>

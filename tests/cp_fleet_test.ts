@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
-import { type EdgeStack, freePort, startEdgeStack, until } from "./cp_harness.ts";
+import { type CpEdge, freePort, startCpEdge, until } from "./cp_harness.ts";
 
 /** Parsed JSON of the HTTP API, read field by field in assertions. */
 // deno-lint-ignore no-explicit-any
@@ -80,20 +80,20 @@ async function bothConnected(url: string): Promise<Json[] | undefined> {
 }
 
 async function withFleet(
-  fn: (cp: CpProcess, edges: EdgeStack[], restart: () => Promise<CpProcess>) => Promise<void>,
+  fn: (cp: CpProcess, edges: CpEdge[], restart: () => Promise<CpProcess>) => Promise<void>,
 ) {
   const dir = await Deno.makeTempDir({ prefix: "iop-cp-fleet-" });
   const httpPort = freePort();
   const wirePort = freePort();
   const config = await writeCpConfig(dir, httpPort, wirePort);
   let cp: CpProcess | undefined = await startCpProcess(config, httpPort, wirePort);
-  const edges: EdgeStack[] = [];
+  const edges: CpEdge[] = [];
   try {
     edges.push(
-      await startEdgeStack({ edgeId: "edge-a", cpAddress: cp.wire, labels: { site: "lab" } }),
+      await startCpEdge({ edgeId: "edge-a", cpAddress: cp.wire, labels: { site: "lab" } }),
     );
     edges.push(
-      await startEdgeStack({ edgeId: "edge-b", cpAddress: cp.wire, labels: { site: "field" } }),
+      await startCpEdge({ edgeId: "edge-b", cpAddress: cp.wire, labels: { site: "field" } }),
     );
     await until("both edges attached with their nodes", () => bothConnected(cp!.url));
     await fn(cp, edges, async () => {

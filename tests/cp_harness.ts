@@ -1,29 +1,19 @@
 /**
- * Test harness for Control Plane suites: a real Edge (EdgeService + node wire server on port 0)
- * with one real Node (NodeCore with mock and CLI adapters, dialing over TCP) and the Edge's
- * Control Plane link, all in this process; and a Control Plane config on free ports.
+ * Test harness for Control Plane suites: an Edge with one Node (the shared fixture of
+ * tests/stack.ts) plus the Edge's Control Plane link and domain agents, all in this process; and
+ * a Control Plane config on free ports.
  * @module
  */
-import { parseEdgeConfig } from "../services/edge/config.ts";
 import { DomainAgents } from "../services/edge/agents/domain_agents.ts";
 import { type CpLink, startCpLink } from "../services/edge/cp_link/cp_link.ts";
-import { EdgeService } from "../services/edge/service.ts";
-import { startNodeServer } from "../services/edge/transport/node_server.ts";
-import { cliAdapterFactory } from "../services/node/adapters/cli.ts";
-import { mockAdapterFactory } from "../services/node/adapters/mock.ts";
-import { buildAdapterRegistry } from "../services/node/adapters/registry.ts";
-import { NodeCore } from "../services/node/node.ts";
-import { openRunStore } from "../services/node/store/sqlite_store.ts";
-import { type EdgeClient, startEdgeClient } from "../services/node/transport/edge_client.ts";
+import type { EdgeService } from "../services/edge/service.ts";
+import type { EdgeClient } from "../services/node/transport/edge_client.ts";
 import { type CpConfig, parseCpConfig } from "../services/cp/config.ts";
-import { createLogger, type Logger } from "../shared/log.ts";
 import type { Listener } from "../shared/wire/listener.ts";
-
-/** A logger that keeps test output readable: errors only. */
-export const quiet = (name: string): Logger => createLogger(name, { level: "error" });
+import { quiet, type RawConfig, startStack } from "./stack.ts";
 
 /** One Edge with one Node and its Control Plane link. */
-export interface EdgeStack extends AsyncDisposable {
+export interface CpEdge extends AsyncDisposable {
   edgeId: string;
   nodeId: string;
   nodeToken: string;
@@ -35,27 +25,24 @@ export interface EdgeStack extends AsyncDisposable {
   stop(): Promise<void>;
 }
 
-/** Options of {@linkcode startEdgeStack}. */
-export interface EdgeStackOptions {
+/** Options of {@linkcode startCpEdge}. */
+export interface CpEdgeOptions {
   edgeId: string;
   cpAddress: string;
   credential?: string;
   labels?: Record<string, string>;
 }
 
-/** Starts an Edge with one connected Node; resolves once the Node registered. */
-export async function startEdgeStack(options: EdgeStackOptions): Promise<EdgeStack> {
-  const nodeId = `${options.edgeId}-node`;
-  const nodeToken = `secret-token-of-${nodeId}`;
+/** The Edge config: a mock provider, CLI profiles and a `deployer` domain agent on them. */
+function cpEdgeConfig(options: CpEdgeOptions, nodeId: string, nodeToken: string): RawConfig {
   const profile = (name: string, script: string) => ({
     name,
     command: "sh",
     args: ["-c", script, name, "{prompt}"],
     timeout_ms: 30_000,
   });
-  const config = parseEdgeConfig({
+  return {
     edge: { id: options.edgeId, labels: options.labels ?? {} },
-    wire: { host: "127.0.0.1", port: 0, heartbeat_interval_ms: 500 },
     control_plane: {
       address: options.cpAddress,
       credential: options.credential ?? "test-edge-credential",
@@ -96,67 +83,35 @@ export async function startEdgeStack(options: EdgeStackOptions): Promise<EdgeSta
         { name: "slow", adapter: "cli", target: "slow" },
       ],
     }],
-  }, `${options.edgeId}.yaml`);
-  const service = new EdgeService({ config, logger: quiet("edge"), version: "test" });
-  const nodeWire = startNodeServer({
-    hostname: "127.0.0.1",
-    port: 0,
-    service,
-    logger: quiet("edge.transport"),
-  });
-  const registered = new Promise<void>((resolve) => {
-    const off = service.subscribe((e) => {
-      if (e.type === "node_config_applied") {
-        off();
-        resolve();
-      }
-    });
-  });
-  const store = openRunStore(":memory:");
-  const core = new NodeCore({
-    nodeId,
-    store,
-    logger: quiet("node"),
-    buildAdapters: (configs) =>
-      buildAdapterRegistry(configs, { mock: mockAdapterFactory, cli: cliAdapterFactory }),
-  });
-  const nodeClient = startEdgeClient({
-    edgeAddress: `127.0.0.1:${nodeWire.port}`,
-    nodeId,
-    token: nodeToken,
-    version: "test",
-    core,
-    logger: quiet("node.client"),
-    backoffInitialMs: 50,
-    backoffMaxMs: 200,
-  });
-  await registered;
-  const agents = new DomainAgents(service);
+  };
+}
+
+/** Starts an Edge with one registered Node, then its Control Plane link. */
+export async function startCpEdge(options: CpEdgeOptions): Promise<CpEdge> {
+  const nodeId = `${options.edgeId}-node`;
+  const nodeToken = `secret-token-of-${nodeId}`;
+  const edge = await startStack({ config: cpEdgeConfig(options, nodeId, nodeToken) });
+  const agents = new DomainAgents(edge.service);
   const link = startCpLink({
-    service,
+    service: edge.service,
     agents,
     version: "test",
     logger: quiet("edge.cp_link"),
     backoffInitialMs: 50,
   });
-  let stopped: Promise<void> | undefined;
-  const stop = () =>
-    stopped ??= (async () => {
-      await link.stop();
-      await nodeClient.stop();
-      await core.close();
-      await nodeWire.close();
-      store.close();
-    })();
+  const stop = async () => {
+    await link.stop();
+    await edge.close();
+  };
   return {
     edgeId: options.edgeId,
     nodeId,
     nodeToken,
-    service,
+    service: edge.service,
     agents,
-    nodeWire,
+    nodeWire: edge.wire,
     link,
-    nodeClient,
+    nodeClient: edge.nodes.get(nodeId)!.client,
     stop,
     [Symbol.asyncDispose]: stop,
   };

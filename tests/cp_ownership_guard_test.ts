@@ -12,7 +12,8 @@ import {
   RelayedEventSchema,
 } from "../proto/gen/iop/v1/control_pb.ts";
 import { startControlPlane } from "../services/cp/control_plane.ts";
-import { quiet, startEdgeStack, testCpConfig, until } from "./cp_harness.ts";
+import { startCpEdge, testCpConfig, until } from "./cp_harness.ts";
+import { quiet } from "./stack.ts";
 
 /** Name parts that mean a secret, a network location or configuration. */
 const FORBIDDEN_PARTS = new Set([
@@ -133,7 +134,7 @@ Deno.test("Control Plane contracts carry no token, address or config field and r
 
 Deno.test("the registry's stored data holds no node token, node address, credential or config key", async () => {
   await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
-  await using edge = await startEdgeStack({ edgeId: "edge-guard", cpAddress: cp.wireAddress });
+  await using edge = await startCpEdge({ edgeId: "edge-guard", cpAddress: cp.wireAddress });
   await until(
     "the edge's status with its node",
     () => cp.registry.get("edge-guard")?.status?.nodes[0]?.connected ? true : undefined,

@@ -1,5 +1,5 @@
 /**
- * An Edge and a Node wired in one process over real TCP, whose Node drives three fake model
+ * An Edge and a Node (the shared fixture of tests/stack.ts) whose Node drives three fake model
  * servers (Ollama, vLLM, an OpenAI-compatible provider with an API key) through the real
  * adapters, with a real SQLite history: what `model_path_test.ts` proves the model path on.
  * @module
@@ -10,21 +10,10 @@ import { isTerminal, type RunEvent, type TerminalRunEvent } from "../shared/run.
 import type { FakeBehavior, RecordedRequest } from "../shared/testing/fake_model_server.ts";
 import { type FakeOllama, startFakeOllama } from "../shared/testing/fake_ollama.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../shared/testing/fake_openai.ts";
-import { parseEdgeConfig } from "../services/edge/config.ts";
 import type { RunHandle } from "../services/edge/ports.ts";
-import { EdgeService } from "../services/edge/service.ts";
-import { startNodeServer } from "../services/edge/transport/node_server.ts";
+import type { EdgeService } from "../services/edge/service.ts";
 import { createAdapterMetrics } from "../services/node/adapters/adapter_metrics.ts";
-import { cliAdapterFactory } from "../services/node/adapters/cli.ts";
-import { mockAdapterFactory } from "../services/node/adapters/mock.ts";
-import { createOllamaAdapter } from "../services/node/adapters/ollama.ts";
-import { createOpenAICompatAdapter } from "../services/node/adapters/openai_compat.ts";
-import { buildAdapterRegistry } from "../services/node/adapters/registry.ts";
-import { createVllmAdapter } from "../services/node/adapters/vllm.ts";
-import { NodeCore } from "../services/node/node.ts";
-import type { AdapterConfig, RunStore } from "../services/node/ports.ts";
-import { openRunStore } from "../services/node/store/sqlite_store.ts";
-import { type EdgeClient, startEdgeClient } from "../services/node/transport/edge_client.ts";
+import { adapterFactories, startEdge, startNode, type TestEdge, type TestNode } from "./stack.ts";
 
 /** The node's id in the Edge config. */
 export const NODE_ID = "gpu-1";
@@ -68,10 +57,9 @@ export type AdapterName = keyof typeof ADAPTERS;
 
 /** A running Edge + Node pair and the three fakes behind the node. */
 export interface ModelPathStack {
+  edge: TestEdge;
+  node: TestNode;
   service: EdgeService;
-  core: NodeCore;
-  store: RunStore;
-  client: EdgeClient;
   fakes: { ollama: FakeOllama; vllm: FakeOpenAI; openai: FakeOpenAI };
   /** The API key the openai adapter reads from the environment. */
   apiKey: string;
@@ -115,92 +103,41 @@ export async function startModelPathStack(): Promise<ModelPathStack> {
     Deno.env.set(KEY_ENV, apiKey);
     cleanups.push(() => Deno.env.delete(KEY_ENV));
 
-    const dir = await Deno.makeTempDir({ prefix: "iop_model_path_" });
-    cleanups.push(() => Deno.remove(dir, { recursive: true }));
-    const config = parseEdgeConfig({
-      edge: { id: "edge-model-path" },
-      nodes: [{
-        id: NODE_ID,
-        token: `${NODE_ID}-token`,
-        adapters: [
-          { name: "ollama", kind: "ollama", base_url: ollama.url, connect_timeout_ms: 2_000 },
-          { name: "vllm", kind: "vllm", base_url: vllm.url, connect_timeout_ms: 2_000 },
-          {
-            name: "openai",
-            kind: "openai_compat",
-            base_url: `${openai.url}/v1`,
-            api_key_env: KEY_ENV,
-            connect_timeout_ms: 2_000,
-          },
-        ],
-      }],
-    }, "edge.yaml");
-    const service = new EdgeService({ config, logger, version: "test" });
-    const wire = startNodeServer({ hostname: "127.0.0.1", port: 0, service, logger });
-    cleanups.push(() => wire.close());
-
-    const store = openRunStore(`${dir}/history.db`);
-    cleanups.push(() => store.close());
-    const metrics = new Registry();
-    const adapterMetrics = createAdapterMetrics(metrics);
-    const httpSettings = (c: AdapterConfig) => {
-      if (c.kind !== "ollama" && c.kind !== "vllm" && c.kind !== "openai_compat") {
-        throw new TypeError(`adapter '${c.name}' of kind ${c.kind} is not an HTTP adapter`);
-      }
-      return c.settings;
-    };
-    // The same factories as services/node/main.ts.
-    const core = new NodeCore({
-      nodeId: NODE_ID,
-      store,
+    const edge = await startEdge({
       logger,
-      buildAdapters: (configs) =>
-        buildAdapterRegistry(configs, {
-          mock: mockAdapterFactory,
-          cli: cliAdapterFactory,
-          ollama: (c) =>
-            createOllamaAdapter(c.name, httpSettings(c), { metrics: adapterMetrics, logger }),
-          vllm: (c) =>
-            createVllmAdapter(c.name, httpSettings(c), { metrics: adapterMetrics, logger }),
-          openai_compat: (c) =>
-            createOpenAICompatAdapter(c.name, httpSettings(c), {
-              metrics: adapterMetrics,
-              logger,
-            }),
-        }),
+      config: {
+        edge: { id: "edge-model-path" },
+        nodes: [{
+          id: NODE_ID,
+          token: `${NODE_ID}-token`,
+          adapters: [
+            { name: "ollama", kind: "ollama", base_url: ollama.url, connect_timeout_ms: 2_000 },
+            { name: "vllm", kind: "vllm", base_url: vllm.url, connect_timeout_ms: 2_000 },
+            {
+              name: "openai",
+              kind: "openai_compat",
+              base_url: `${openai.url}/v1`,
+              api_key_env: KEY_ENV,
+              connect_timeout_ms: 2_000,
+            },
+          ],
+        }],
+      },
     });
-    cleanups.push(() => core.close());
-
-    const applied = new Promise<string[]>((resolve) => {
-      const stop = service.subscribe((event) => {
-        if (event.type !== "node_config_applied") return;
-        stop();
-        resolve(event.adapters);
-      });
-    });
-    const client = startEdgeClient({
-      edgeAddress: `127.0.0.1:${wire.port}`,
-      nodeId: NODE_ID,
-      token: `${NODE_ID}-token`,
-      version: "test",
-      core,
-      logger,
-      backoffInitialMs: 20,
-      backoffMaxMs: 200,
-    });
-    cleanups.push(() => client.stop());
+    cleanups.push(() => edge.close());
     // Runs first: ends answers the fakes are still stalling, so that a run whose cancel never
     // reached its backend fails at once instead of holding the node's shutdown for a minute.
     cleanups.push(() => [ollama, vllm, openai].forEach((f) => f.log.stopAll()));
-    const adapters = await within(applied, 5_000, "the node applying its config");
-    if (adapters.join(",") !== "ollama,vllm,openai") {
-      throw new Error(`node registered adapters ${adapters.join(",")}`);
+    const metrics = new Registry();
+    const factories = adapterFactories({ metrics: createAdapterMetrics(metrics), logger });
+    const node = await startNode(edge, { factories, readyMs: 5_000 });
+    if (node.adapters.join(",") !== "ollama,vllm,openai") {
+      throw new Error(`node registered adapters ${node.adapters.join(",")}`);
     }
     return {
-      service,
-      core,
-      store,
-      client,
+      edge,
+      node,
+      service: edge.service,
       fakes: { ollama, vllm, openai },
       apiKey,
       metrics,

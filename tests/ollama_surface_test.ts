@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { Ollama } from "ollama";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
-import { type EdgeStack, mockNode, startEdgeStack } from "./edge_stack.ts";
+import { mockNode, startStack, type TestEdge } from "./stack.ts";
 
 const KEY = "ollama-edge-key";
 
@@ -22,12 +22,12 @@ function config(): Record<string, unknown> {
   };
 }
 
-function client(stack: EdgeStack, key = KEY): Ollama {
+function client(stack: TestEdge, key = KEY): Ollama {
   return new Ollama({ host: stack.url, headers: { authorization: `Bearer ${key}` } });
 }
 
 Deno.test("the ollama client lists the models and reads the version", async () => {
-  await using stack = await startEdgeStack({ config: config() });
+  await using stack = await startStack({ http: true, config: config() });
   const tags = await client(stack).list();
   assert.deepEqual(tags.models.map((m) => m.name), ["demo", "direct"]);
   assert.match(tags.models[0]!.digest, /^[0-9a-f]{64}$/);
@@ -36,7 +36,7 @@ Deno.test("the ollama client lists the models and reads the version", async () =
 });
 
 Deno.test("ollama chat without streaming returns one done object with counts", async () => {
-  await using stack = await startEdgeStack({ config: config() });
+  await using stack = await startStack({ http: true, config: config() });
   const answer = await client(stack).chat({
     model: "demo:latest",
     messages: [{ role: "user", content: "red green blue" }],
@@ -52,7 +52,7 @@ Deno.test("ollama chat without streaming returns one done object with counts", a
 });
 
 Deno.test("ollama chat streams NDJSON pieces and a final done object", async () => {
-  await using stack = await startEdgeStack({ config: config() });
+  await using stack = await startStack({ http: true, config: config() });
   const stream = await client(stack).chat({
     model: "demo",
     messages: [{ role: "user", content: "a b" }],
@@ -76,7 +76,7 @@ Deno.test("ollama chat streams NDJSON pieces and a final done object", async () 
 });
 
 Deno.test("ollama generate answers from a prompt, streaming and not", async () => {
-  await using stack = await startEdgeStack({ config: config() });
+  await using stack = await startStack({ http: true, config: config() });
   const one = await client(stack).generate({ model: "direct", prompt: "sun moon", stream: false });
   assert.equal(one.response, mockAnswer("sun moon", 4));
   assert.equal(one.done, true);
@@ -94,7 +94,7 @@ Deno.test("ollama generate answers from a prompt, streaming and not", async () =
 });
 
 Deno.test("ollama errors use Ollama's shape: unknown model 404, wrong key 401, bad field 400", async () => {
-  await using stack = await startEdgeStack({ config: config() });
+  await using stack = await startStack({ http: true, config: config() });
   await assert.rejects(
     client(stack).chat({ model: "nope", messages: [{ role: "user", content: "x" }] }),
     (err: Error & { status_code?: number }) => {
@@ -118,7 +118,7 @@ Deno.test("ollama errors use Ollama's shape: unknown model 404, wrong key 401, b
 });
 
 Deno.test("the Edge status endpoint stays reachable beside the /api surface", async () => {
-  await using stack = await startEdgeStack({ config: config() });
+  await using stack = await startStack({ http: true, config: config() });
   const res = await fetch(`${stack.url}/api/iop/status`);
   assert.equal(res.status, 200);
   const status = await res.json();

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
 import { startFakeOpenAI } from "../shared/testing/fake_openai.ts";
-import { type EdgeStack, mockNode, startEdgeStack } from "./edge_stack.ts";
+import { mockNode, startStack, type TestEdge } from "./stack.ts";
 
 const KEY = "sk-test-edge-key";
 
@@ -22,7 +22,7 @@ function baseConfig(extra: Record<string, unknown> = {}): Record<string, unknown
   };
 }
 
-function client(stack: EdgeStack, apiKey = KEY): OpenAI {
+function client(stack: TestEdge, apiKey = KEY): OpenAI {
   return new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 });
 }
 
@@ -33,14 +33,14 @@ async function sseData(res: Response): Promise<string[]> {
 }
 
 Deno.test("GET /v1/models lists the configured public models through the SDK", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   const ids = [];
   for await (const model of client(stack).models.list()) ids.push(model.id);
   assert.deepEqual(ids, ["demo", "mock-direct"]);
 });
 
 Deno.test("chat completion without streaming answers through a pool run on a node", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   const completion = await client(stack).chat.completions.create({
     model: "demo-alias",
     messages: [{ role: "user", content: "hello there edge" }],
@@ -54,7 +54,7 @@ Deno.test("chat completion without streaming answers through a pool run on a nod
 });
 
 Deno.test("streamed chat sends role delta, content, finish, usage chunk and [DONE] in order", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   const res = await fetch(`${stack.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
@@ -103,7 +103,7 @@ Deno.test("streamed chat sends role delta, content, finish, usage chunk and [DON
 });
 
 Deno.test("responses.create answers with a completed response object", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   const response = await client(stack).responses.create({
     model: "demo",
     input: "alpha beta",
@@ -116,7 +116,7 @@ Deno.test("responses.create answers with a completed response object", async () 
 });
 
 Deno.test("responses.stream() helper accepts the event order and yields the final response", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   const stream = client(stack).responses.stream({ model: "demo", input: "gamma delta" });
   const types: string[] = [];
   let text = "";
@@ -153,7 +153,7 @@ Deno.test("tool calls from an OpenAI-compatible backend pass through the Edge un
     }],
     models: [{ name: "tools", route: "direct", adapter: "upstream", target: "tool-model" }],
   });
-  await using stack = await startEdgeStack({ config });
+  await using stack = await startStack({ http: true, config });
   const tools = [{
     type: "function" as const,
     function: {
@@ -201,7 +201,7 @@ Deno.test("tool calls from an OpenAI-compatible backend pass through the Edge un
 });
 
 Deno.test("a wrong API key is answered 401 in OpenAI's error shape", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   await assert.rejects(
     client(stack, "sk-wrong").chat.completions.create({
       model: "demo",
@@ -217,7 +217,7 @@ Deno.test("a wrong API key is answered 401 in OpenAI's error shape", async () =>
 });
 
 Deno.test("an unknown model is answered 404 with code model_not_found", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   await assert.rejects(
     client(stack).chat.completions.create({
       model: "no-such-model",
@@ -233,7 +233,7 @@ Deno.test("an unknown model is answered 404 with code model_not_found", async ()
 });
 
 Deno.test("a body above http.max_body_bytes is answered 413", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   const res = await fetch(`${stack.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
@@ -248,7 +248,7 @@ Deno.test("a body above http.max_body_bytes is answered 413", async () => {
 });
 
 Deno.test("invalid requests are answered 400 naming the bad field", async () => {
-  await using stack = await startEdgeStack({ config: baseConfig() });
+  await using stack = await startStack({ http: true, config: baseConfig() });
   const post = async (body: string) => {
     const res = await fetch(`${stack.url}/v1/chat/completions`, {
       method: "POST",
@@ -279,7 +279,8 @@ Deno.test("invalid requests are answered 400 naming the bad field", async () => 
 });
 
 Deno.test("closing a streaming client mid-answer cancels the run on the node", async () => {
-  await using stack = await startEdgeStack({
+  await using stack = await startStack({
+    http: true,
     config: baseConfig({
       nodes: [mockNode("node-a", {
         providers: [{ id: "a-demo", group: "demo", max: 4 }],

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { memoryTaskStore } from "../../services/edge/a2a/task_store.ts";
-import { startTestStack } from "./test_stack.ts";
+import { startA2aEdge } from "./a2a_edge.ts";
 
 async function rpc(url: string, body: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(url, {
@@ -33,24 +33,24 @@ function v03Message(text: string) {
 }
 
 Deno.test("a 0.3 card carries url and protocolVersion when the client asks for no version", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const card = await (await fetch(`${stack.baseUrl}/a2a/demo/.well-known/agent-card.json`)).json();
-  assert.equal(card.url, `${stack.baseUrl}/a2a/demo`);
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const card = await (await fetch(`${stack.url}/a2a/demo/.well-known/agent-card.json`)).json();
+  assert.equal(card.url, `${stack.url}/a2a/demo`);
   assert.equal(card.protocolVersion, "0.3.0");
   assert.equal(card.preferredTransport, "JSONRPC");
-  const v1 = await (await fetch(`${stack.baseUrl}/.well-known/agent-card.json`, {
+  const v1 = await (await fetch(`${stack.url}/.well-known/agent-card.json`, {
     headers: { "A2A-Version": "1.0" },
   })).json();
   assert.equal(v1.url, undefined);
   assert.equal(v1.supportedInterfaces[0].protocolVersion, "1.0");
-  const missing = await fetch(`${stack.baseUrl}/a2a/nope/.well-known/agent-card.json`);
+  const missing = await fetch(`${stack.url}/a2a/nope/.well-known/agent-card.json`);
   assert.equal(missing.status, 404);
   await missing.body?.cancel();
 });
 
 Deno.test("message/send answers a 0.3 task with kind fields and lowercase states; tasks/get finds it", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const url = `${stack.baseUrl}/a2a/echo`;
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const url = `${stack.url}/a2a/echo`;
   const { json } = await rpc(url, {
     jsonrpc: "2.0",
     id: "r1",
@@ -76,8 +76,8 @@ Deno.test("message/send answers a 0.3 task with kind fields and lowercase states
 });
 
 Deno.test("message/stream sends 0.3 events ending with final:true, and tasks/resubscribe replays the end", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const url = `${stack.baseUrl}/a2a/echo`;
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const url = `${stack.url}/a2a/echo`;
   const res = await fetch(url, {
     method: "POST",
     headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
@@ -117,8 +117,8 @@ Deno.test("message/stream sends 0.3 events ending with final:true, and tasks/res
 });
 
 Deno.test("tasks/cancel of a finished 0.3 task answers -32002 and of an unknown one -32001", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const url = `${stack.baseUrl}/a2a/demo`;
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const url = `${stack.url}/a2a/demo`;
   const sent = await rpc(url, {
     jsonrpc: "2.0",
     id: 1,
@@ -143,8 +143,8 @@ Deno.test("tasks/cancel of a finished 0.3 task answers -32002 and of an unknown 
 });
 
 Deno.test("each malformed request gets its JSON-RPC error and the Edge serves on", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const url = `${stack.baseUrl}/a2a/demo`;
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const url = `${stack.url}/a2a/demo`;
   const v1 = { "A2A-Version": "1.0" };
   const cases: [string, unknown, number, Record<string, string>?][] = [
     ["bad JSON", "{not json", -32700],
@@ -212,7 +212,7 @@ Deno.test("each malformed request gets its JSON-RPC error and the Edge serves on
     params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "still here" }] } },
   }, v1);
   assert.equal(alive.json.result.task.status.state, "TASK_STATE_COMPLETED");
-  const health = await fetch(`${stack.baseUrl}/healthz`);
+  const health = await fetch(`${stack.url}/healthz`);
   assert.equal(health.status, 200);
   await health.body?.cancel();
 });

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { Role, TaskState } from "@a2a-js/sdk";
 import { ClientFactory } from "@a2a-js/sdk/client";
 import { memoryTaskStore } from "../../services/edge/a2a/task_store.ts";
-import { startTestStack } from "./test_stack.ts";
+import { startA2aEdge } from "./a2a_edge.ts";
 
 type Client = Awaited<ReturnType<ClientFactory["createFromUrl"]>>;
 type SendParams = Parameters<Client["sendMessage"]>[0];
@@ -46,26 +46,26 @@ async function agentClient(baseUrl: string, agent?: string): Promise<Client> {
 }
 
 Deno.test("the SDK reads the default card and a per-agent card with a 1.0 JSON-RPC interface", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const byDefault = await agentClient(stack.baseUrl);
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const byDefault = await agentClient(stack.url);
   const card = await byDefault.getAgentCard();
   assert.equal(card.name, "Echo");
   assert.equal(card.capabilities?.streaming, true);
   assert.equal(byDefault.protocolVersion, "1.0");
   assert.deepEqual(card.supportedInterfaces[0], {
-    url: `${stack.baseUrl}/a2a/echo`,
+    url: `${stack.url}/a2a/echo`,
     protocolBinding: "JSONRPC",
     protocolVersion: "1.0",
   });
-  const demo = await (await agentClient(stack.baseUrl, "demo")).getAgentCard();
+  const demo = await (await agentClient(stack.url, "demo")).getAgentCard();
   assert.equal(demo.name, "Demo");
   assert.equal(demo.skills[0]?.id, "demo");
   assert.deepEqual(demo.defaultOutputModes, ["text/plain"]);
 });
 
 Deno.test("SendMessage to a mock agent blocks until the task completes with its output", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const client = await agentClient(stack.baseUrl, "demo");
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const client = await agentClient(stack.url, "demo");
   const result = await client.sendMessage(userMessage("hello there"));
   assert.ok("status" in result, "a task, not a message");
   assert.equal(result.status?.state, TaskState.TASK_STATE_COMPLETED);
@@ -76,8 +76,8 @@ Deno.test("SendMessage to a mock agent blocks until the task completes with its 
 });
 
 Deno.test("SendStreamingMessage streams a CLI task from submitted to completed, then GetTask and ListTasks find it", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const client = await agentClient(stack.baseUrl, "echo");
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const client = await agentClient(stack.url, "echo");
   const cases: string[] = [];
   const states: TaskState[] = [];
   let streamed = "";
@@ -143,8 +143,8 @@ async function liveGroupMembers(pgid: number): Promise<number[]> {
 }
 
 Deno.test("CancelTask cancels a long CLI task and its whole process group is gone", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const client = await agentClient(stack.baseUrl, "count");
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const client = await agentClient(stack.url, "count");
   let taskId = "";
   let steps = 0;
   const stream = client.sendMessageStream(userMessage("go"));
@@ -174,8 +174,8 @@ Deno.test("CancelTask cancels a long CLI task and its whole process group is gon
 });
 
 Deno.test("a failing CLI task ends failed with its exit code, and stderr reached the status messages", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const client = await agentClient(stack.baseUrl, "fail");
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const client = await agentClient(stack.url, "fail");
   const statusTexts: string[] = [];
   let final: TaskState | undefined;
   for await (const event of client.sendMessageStream(userMessage("x"))) {
@@ -191,8 +191,8 @@ Deno.test("a failing CLI task ends failed with its exit code, and stderr reached
 });
 
 Deno.test("a follow-up message with the same contextId resumes the CLI session", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const client = await agentClient(stack.baseUrl, "session");
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const client = await agentClient(stack.url, "session");
   const first = await client.sendMessage(userMessage("one"));
   assert.ok("status" in first);
   assert.equal(textOf(first.artifacts[0]!.parts), "new:one");
@@ -204,8 +204,8 @@ Deno.test("a follow-up message with the same contextId resumes the CLI session",
 });
 
 Deno.test("the SDK sees TaskNotFound for an unknown task and a failed task when no node serves the agent", async () => {
-  await using stack = await startTestStack({ store: memoryTaskStore() });
-  const client = await agentClient(stack.baseUrl, "nowhere");
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const client = await agentClient(stack.url, "nowhere");
   await assert.rejects(
     client.getTask({ tenant: "", id: "no-such-task", historyLength: undefined }),
     (err: Error) => err.name === "TaskNotFoundError",

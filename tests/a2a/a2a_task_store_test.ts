@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createLogger } from "../../shared/log.ts";
 import { A2aTaskManager } from "../../services/edge/a2a/task_manager.ts";
 import type { A2aTask } from "../../services/edge/a2a/task_model.ts";
-import { startTestStack } from "./test_stack.ts";
+import { startA2aEdge } from "./a2a_edge.ts";
 import { openA2aTaskStore } from "../../services/edge/store/a2a_task_store.ts";
 
 function task(id: string, state: A2aTask["status"]["state"], atMs: number): A2aTask {
@@ -95,8 +95,8 @@ Deno.test("after a restart GetTask over HTTP answers the unfinished task as fail
   crashed.put(task("lost", "working", Date.now()));
   crashed.close();
   {
-    await using stack = await startTestStack({ store: openA2aTaskStore(path) });
-    const res = await fetch(`${stack.baseUrl}/a2a/echo`, {
+    await using stack = await startA2aEdge(openA2aTaskStore(path));
+    const res = await fetch(`${stack.url}/a2a/echo`, {
       method: "POST",
       headers: { "A2A-Version": "1.0" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "lost" } }),
