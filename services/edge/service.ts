@@ -265,12 +265,14 @@ export class EdgeService {
     const session = this.#registry.get(node);
     if (!session) return false;
     session.draining = draining;
+    if (!draining) this.pools.admitWaiting();
     return true;
   }
 
   /** Applies a config_applied report from a node. */
   nodeAdaptersApplied(session: NodeSession, adapters: string[], rejected: Record<string, string>) {
     session.adapters = adapters;
+    this.pools.admitWaiting();
     this.#bus.publish({
       type: "node_config_applied",
       atMs: this.#now(),
@@ -312,6 +314,7 @@ export class EdgeService {
         session.link.close("node removed from config or its token changed");
       }
     }
+    this.pools.admitWaiting();
   }
 
   /**

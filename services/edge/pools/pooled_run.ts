@@ -8,8 +8,11 @@ import { AsyncQueue } from "../../../shared/async_queue.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../../shared/run.ts";
 import type { RunHandle } from "../ports.ts";
 
-/** Starts the replacement run on another node; undefined when none can take it. */
-export type Retry = (lostNodeId: string) => Promise<RunHandle | undefined>;
+/**
+ * Starts the replacement run on another node; undefined when none can take it. `signal` aborts
+ * when the run is cancelled while the replacement still waits for a provider.
+ */
+export type Retry = (lostNodeId: string, signal: AbortSignal) => Promise<RunHandle | undefined>;
 
 /** A run handle that may switch to a retry attempt; ids follow the current attempt. */
 export class PooledRun implements RunHandle {
@@ -17,6 +20,8 @@ export class PooledRun implements RunHandle {
   readonly #queue = new AsyncQueue<RunEvent>();
   readonly #done = Promise.withResolvers<TerminalRunEvent>();
   #cancelReason: string | undefined;
+  /** Aborts a retry still waiting in the pool's queue. */
+  #retryAbort: AbortController | undefined;
 
   constructor(first: RunHandle, retry: Retry) {
     this.#current = first;
@@ -57,6 +62,7 @@ export class PooledRun implements RunHandle {
   cancel(reason = "cancelled by client"): void {
     this.#cancelReason ??= reason;
     this.#current.cancel(reason);
+    this.#retryAbort?.abort();
   }
 
   async #pump(retry: Retry): Promise<void> {
@@ -76,7 +82,10 @@ export class PooledRun implements RunHandle {
       const lostEarly = terminal.type === "failed" && terminal.code === "NODE_LOST" && !produced;
       if (lostEarly && !retried && this.#cancelReason === undefined) {
         retried = true;
-        const next = await retry(this.#current.nodeId).catch(() => undefined);
+        this.#retryAbort = new AbortController();
+        const next = await retry(this.#current.nodeId, this.#retryAbort.signal)
+          .catch(() => undefined);
+        this.#retryAbort = undefined;
         if (next) {
           this.#current = next;
           // A cancel that arrived while the retry was being dispatched still applies.

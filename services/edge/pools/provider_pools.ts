@@ -6,7 +6,7 @@
  * routes never queue.
  * @module
  */
-import { IopError } from "../../../shared/errors.ts";
+import { IopError, toIopError } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import type { EdgeConfig } from "../config.ts";
 import type { NodeSession } from "../nodes/registry.ts";
@@ -28,6 +28,14 @@ export class OverloadedError extends IopError {
     this.name = "OverloadedError";
     this.retryAfterSeconds = retryAfterSeconds;
   }
+}
+
+/**
+ * The error an aborted admission rejects with: CANCELLED (TIMEOUT for a timeout signal), so a
+ * caller that aborted with a custom reason does not see its abort reported as a failure.
+ */
+function abortError(signal: AbortSignal): IopError {
+  return toIopError(signal.reason, "CANCELLED");
 }
 
 /** What the pools need from the service layer. */
@@ -104,13 +112,16 @@ export class ProviderPools {
     options: SubmitOptions = {},
   ): Promise<RunHandle> {
     return this.#acquire(group, submission, options, new Set()).then((first) =>
-      new PooledRun(first, (lostNode) => {
+      new PooledRun(first, (lostNode, cancelled) => {
         this.#metrics?.admissions.labels(group, "retried").inc();
         this.#deps.logger.warn("pool run lost its node before any output; retrying", {
           pool: group,
           node_id: lostNode,
         });
-        return this.#acquire(group, submission, options, new Set([lostNode]));
+        // `cancelled` fires only while the retry waits for a provider; PooledRun itself cancels
+        // a retry that was already dispatched.
+        const signal = options.signal ? AbortSignal.any([options.signal, cancelled]) : cancelled;
+        return this.#acquire(group, submission, { ...options, signal }, new Set([lostNode]));
       })
     );
   }
@@ -122,7 +133,7 @@ export class ProviderPools {
     exclude: ReadonlySet<string>,
   ): Promise<RunHandle> {
     const signal = options.signal;
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (signal?.aborted) return Promise.reject(abortError(signal));
     const config = this.#deps.config();
     if (providersOf(config.nodes, group).length === 0) {
       return Promise.reject(new IopError("NOT_FOUND", `Cannot find model group '${group}'`));
@@ -133,6 +144,9 @@ export class ProviderPools {
         new IopError("UNAVAILABLE", `No provider of model group '${group}' is connected now`),
       );
     }
+    // Capacity can appear without a run finishing (a node connects or stops draining): the
+    // waiters take it first, oldest first, before this newcomer is considered.
+    this.#pump(group);
     const queue = this.#queues.get(group) ?? [];
     const free = this.#leastLoaded(candidates, true);
     if (free && queue.length === 0) {
@@ -164,7 +178,7 @@ export class ProviderPools {
     const preferred = this.#leastLoaded(candidates, false)!.provider.id;
     const signal = options.signal;
     const onAbort = () => {
-      if (this.#remove(waiter)) reject(signal!.reason);
+      if (this.#remove(waiter)) reject(abortError(signal!));
     };
     const timer = setTimeout(() => {
       if (!this.#remove(waiter)) return;
@@ -210,6 +224,14 @@ export class ProviderPools {
     this.#counter(waiter.preferred).queued--;
     this.#gauges(waiter.group, waiter.preferred);
     return true;
+  }
+
+  /**
+   * Admits queued runs of every pool that now has free capacity; called when capacity may
+   * appear without a run finishing (a node registered, stopped draining, or config changed).
+   */
+  admitWaiting(): void {
+    for (const group of this.#queues.keys()) this.#pump(group);
   }
 
   /** Admits waiters, oldest first, while a provider has a free slot. */
