@@ -89,12 +89,16 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
     };
     batch.chunks.push(bytes);
     batch.bytes += bytes.byteLength;
-    if (!this.#writing) void this.#flush();
+    if (!this.#writing) {
+      // Flush after the current task's synchronous work, so frames sent together (e.g. a run's
+      // usage and completed events) leave in one write instead of one syscall each.
+      this.#writing = true;
+      queueMicrotask(() => void this.#flush());
+    }
     return batch.done.promise;
   }
 
   async #flush(): Promise<void> {
-    this.#writing = true;
     try {
       while (this.#next) {
         const batch = this.#next;
