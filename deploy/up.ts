@@ -81,8 +81,13 @@ for (const svc of services) {
   children.set(svc.name, child);
   void child.status.then((status) => {
     if (stopping) return;
-    console.error(`${svc.name} exited with code ${status.code}; see ${LOGS}/${svc.name}.log`);
-    void stopAll(svc.name === "edge" && status.code === 0 ? 0 : 1);
+    const quit = svc.name === "edge" && interactive && status.code === 0;
+    console.error(
+      quit
+        ? "Stopping IOP."
+        : `${svc.name} exited with code ${status.code}; see ${LOGS}/${svc.name}.log`,
+    );
+    void stopAll(quit ? 0 : 1);
   });
   if (!await waitReady(svc.ready, 30_000)) {
     console.error(`${svc.name} did not become ready within 30 s; see ${LOGS}/${svc.name}.log`);

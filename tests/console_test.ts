@@ -235,13 +235,15 @@ Deno.test("an unknown command and bad arguments answer with help, not a crash", 
   assert.equal(s.screen.take(), "");
 });
 
-Deno.test("serve() reads commands line by line until /quit, then waits for its runs", async () => {
+Deno.test("serve() reads commands line by line until /quit, then cancels its runs and waits for them", async () => {
   await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
-  const input = new Blob(["/nodes\r\n/run mock demo a b\n/quit\n/help\n"]).stream();
+  const input = new Blob(["/nodes\r\n/run cli slow\n/quit\n/help\n"]).stream();
   await s.ops.serve(input, "> ");
   assert.match(s.screen.text, /^IOP edge console \(edge-test\)\. Type \/help\.\n> /);
   assert.match(s.screen.text, /^n1\s+one\s+connected/m);
-  // serve() returned only after the started run ended, and /help after /quit never ran.
-  assert.match(s.screen.text, /a b tok2 tok3 tok4 tok5 tok6 tok7\n\[run_\w{8} completed\]/);
+  // The 30 s CLI run was cancelled by /quit, and serve() returned only after it ended.
+  assert.match(s.screen.text, /\[run_\w{8} cancelled\] console closed/);
+  assert.equal(s.stack.service.status().runsInFlight, 0);
+  // /help after /quit never ran.
   assert.doesNotMatch(s.screen.text, /Commands:/);
 });

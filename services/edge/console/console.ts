@@ -37,7 +37,10 @@ export class OpsConsole {
     this.#out = out;
   }
 
-  /** Reads commands from `input` until it ends or `/quit`; then waits for started runs to end. */
+  /**
+   * Reads commands from `input` until it ends or `/quit`; then cancels the runs this console
+   * started and waits for them to end.
+   */
   async serve(input: ReadableStream<Uint8Array>, prompt = "iop> "): Promise<void> {
     this.#out(`IOP edge console (${this.#service.config.edge.id}). Type /help.\n${prompt}`);
     const lines = input.pipeThrough(new TextDecoderStream()).pipeThrough(lineSplitter());
@@ -46,6 +49,7 @@ export class OpsConsole {
       if (!keepGoing) break;
       this.#out(prompt);
     }
+    for (const run of this.#runs.values()) run.cancel("console closed");
     await Promise.allSettled([...this.#streams]);
   }
 
