@@ -5,6 +5,7 @@
  */
 import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
+import { startupFailed } from "../../shared/startup.ts";
 import { loadCpConfig } from "./config.ts";
 import { startControlPlane } from "./control_plane.ts";
 
@@ -18,7 +19,13 @@ try {
   Deno.exit(2);
 }
 
-const cp = await startControlPlane(config, { logger });
+const cp = await startControlPlane(config, { logger }).catch((err) =>
+  startupFailed(
+    logger,
+    `serve HTTP on ${config.http.host}:${config.http.port} and the edge wire on ${config.wire.host}:${config.wire.port}`,
+    err,
+  )
+);
 
 let stopping = false;
 const shutdown = async (signal: string) => {

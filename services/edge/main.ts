@@ -6,6 +6,7 @@
 import { Registry } from "prom-client";
 import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
+import { startupStep } from "../../shared/startup.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { openA2aTasks } from "./a2a/open.ts";
@@ -39,14 +40,19 @@ const service = new EdgeService({
   loadConfig: () => loadEdgeConfig(file),
 });
 
-const wire = startNodeServer({
-  hostname: config.wire.host,
-  port: config.wire.port,
-  service,
-  logger: createLogger("edge.transport").with({ edge_id: config.edge.id }),
-  wireMetrics: createWireMetrics(registry, "edge", "node"),
-  metrics,
-});
+const wire = startupStep(
+  logger,
+  `listen for nodes on ${config.wire.host}:${config.wire.port}`,
+  () =>
+    startNodeServer({
+      hostname: config.wire.host,
+      port: config.wire.port,
+      service,
+      logger: createLogger("edge.transport").with({ edge_id: config.edge.id }),
+      wireMetrics: createWireMetrics(registry, "edge", "node"),
+      metrics,
+    }),
+);
 
 const a2aTasks = await openA2aTasks(
   config,
@@ -61,11 +67,15 @@ mountSurfaces(app, {
   a2aTasks,
   version: IOP_VERSION,
 });
-const http = Deno.serve({
-  hostname: config.http.host,
-  port: config.http.port,
-  onListen: () => {},
-}, app.fetch);
+const http = startupStep(
+  logger,
+  `serve HTTP on ${config.http.host}:${config.http.port}`,
+  () =>
+    Deno.serve(
+      { hostname: config.http.host, port: config.http.port, onListen: () => {} },
+      app.fetch,
+    ),
+);
 
 logger.info("edge listening", {
   edge_id: config.edge.id,

@@ -6,6 +6,7 @@
 import { Registry } from "prom-client";
 import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
+import { startupFailed, startupStep } from "../../shared/startup.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { createAdapterMetrics } from "./adapters/adapter_metrics.ts";
@@ -34,8 +35,9 @@ try {
 
 const registry = new Registry();
 const adapterMetrics = createAdapterMetrics(registry);
-await Deno.mkdir(dirOf(config.history.path), { recursive: true });
-const store = openRunStore(config.history.path);
+const store = await Deno.mkdir(dirOf(config.history.path), { recursive: true })
+  .then(() => openRunStore(config.history.path))
+  .catch((err) => startupFailed(logger, `open the run history at ${config.history.path}`, err));
 const interrupted = store.markInterrupted(Date.now());
 if (interrupted > 0) {
   logger.warn("runs left unfinished by a previous process marked interrupted", {
@@ -82,17 +84,22 @@ const app = createNodeHttp({
   registered: () => client.registered,
   inFlight: () => core.inFlight,
 }, registry);
-const server = Deno.serve({
-  hostname: config.http.host,
-  port: config.http.port,
-  onListen: ({ hostname, port }) =>
-    logger.info("node listening", {
-      node_id: config.node.id,
-      http: `${hostname}:${port}`,
-      edge: config.edge.address,
-      history: config.history.path,
-    }),
-}, app.fetch);
+const server = startupStep(
+  logger,
+  `serve HTTP on ${config.http.host}:${config.http.port}`,
+  () =>
+    Deno.serve({
+      hostname: config.http.host,
+      port: config.http.port,
+      onListen: ({ hostname, port }) =>
+        logger.info("node listening", {
+          node_id: config.node.id,
+          http: `${hostname}:${port}`,
+          edge: config.edge.address,
+          history: config.history.path,
+        }),
+    }, app.fetch),
+);
 
 let stopping = false;
 const shutdown = async (signal: string) => {

@@ -1,0 +1,53 @@
+/**
+ * A service that cannot start says why in one log line and exits with code 2.
+ */
+import assert from "node:assert/strict";
+
+const root = new URL("..", import.meta.url).pathname;
+
+async function runService(svc: string, configText: string) {
+  const dir = await Deno.makeTempDir();
+  try {
+    const file = `${dir}/${svc}.yaml`;
+    await Deno.writeTextFile(file, configText);
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `${root}services/${svc}/main.ts`, "--config", file],
+      cwd: dir,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("an edge whose HTTP port is taken exits with code 2 and names the address", async () => {
+  using busy = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (busy.addr as Deno.NetAddr).port;
+  const { code, stderr } = await runService(
+    "edge",
+    `http: { port: ${port} }\nwire: { port: 0 }\ncontrol_plane: { address: "" }\n`,
+  );
+  assert.equal(code, 2);
+  assert.match(stderr, new RegExp(`cannot start: serve HTTP on 127\\.0\\.0\\.1:${port}`));
+  assert.match(stderr, /already in use/);
+  assert.doesNotMatch(stderr, /Uncaught/);
+});
+
+Deno.test("an edge with broken YAML exits with code 2 naming the file and line", async () => {
+  const { code, stderr } = await runService("edge", "nodes:\n  - id: a\n   token: [unclosed\n");
+  assert.equal(code, 2);
+  assert.match(stderr, /invalid config/);
+  assert.match(stderr, /edge\.yaml: line \d+, column \d+: invalid YAML/);
+});
+
+Deno.test("a node that cannot create its history file exits with code 2 naming the path", async () => {
+  const { code, stderr } = await runService(
+    "node",
+    "node: { id: n1, token: t }\nhttp: { port: 0 }\nhistory: { path: /proc/iop-none/history.db }\n",
+  );
+  assert.equal(code, 2);
+  assert.match(stderr, /cannot start: open the run history at \/proc\/iop-none\/history\.db/);
+});
