@@ -4,19 +4,48 @@
  * 1, 16 and 64. Prints median and p99 latency (non-streaming) and time to first chunk
  * (streaming) for both paths, and their ratios and differences.
  *
- * Run: `deno run -A bench/relay_bench.ts [requests_per_level]`
+ * Run: `deno run -A bench/relay_bench.ts [requests_per_level] [--separate-upstream]`
  * @module
  */
 import { startFakeOpenAI } from "../shared/testing/fake_openai.ts";
 import { freePort, percentile, spawnService, waitJson } from "./bench_util.ts";
 
-const PER_LEVEL = Number(Deno.args[0] ?? 2000);
+const SEPARATE = Deno.args.includes("--separate-upstream");
+const PER_LEVEL = Number(Deno.args.find((a) => !a.startsWith("--")) ?? 2000);
 const LEVELS = [1, 16, 64];
 
-const upstream = startFakeOpenAI({
+const upstream = SEPARATE ? await spawnUpstream() : startFakeOpenAI({
   models: ["fast"],
   defaults: { reply: "Hello from the fast upstream" },
 });
+
+/**
+ * With `--separate-upstream` the upstream runs in its own process, as a real model server does,
+ * so the direct path also crosses a process boundary and the difference is the relay alone.
+ */
+async function spawnUpstream(): Promise<{ url: string; close(): Promise<void> }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./fake_upstream.ts", import.meta.url).pathname],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the upstream process exited before printing its URL");
+    text += value;
+  }
+  reader.releaseLock();
+  void child.stdout.cancel().catch(() => {});
+  return {
+    url: text.split("\n")[0]!.trim(),
+    close: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+    },
+  };
+}
 const dir = await Deno.makeTempDir({ prefix: "iop_relay_bench_" });
 const httpPort = freePort();
 const wirePort = freePort();
@@ -126,7 +155,11 @@ for (const stream of [false, true]) {
     );
   }
 }
-console.log(`\nRelay overhead, ${PER_LEVEL} requests per level (ms)\n`);
+console.log(
+  `\nRelay overhead, ${PER_LEVEL} requests per level (ms), upstream ${
+    SEPARATE ? "in its own process" : "in the benchmark's process"
+  }\n`,
+);
 console.log(
   "| mode | conc | direct p50 | relay p50 | p50 ratio (delta) | direct p99 | relay p99 | p99 ratio (delta) |",
 );
