@@ -1,13 +1,42 @@
 /**
  * `deno task up`: starts the embedded default stack — Control Plane, one Edge and one Node
- * (mock adapter + sample CLI profiles) — on the default ports, waits until the node has
+ * (mock adapter + sample CLI profiles) — from `deploy/config/*.yaml`, waits until the node has
  * registered, prints where everything listens, and hands the terminal to the Edge's ops console.
- * Service logs go to `.iop/logs/`. `/quit` (or Ctrl-C) stops the whole stack.
+ * `/quit` (or Ctrl-C) stops the whole stack.
+ *
+ * Ports follow the usual overrides (`IOP_EDGE_HTTP_PORT`, `IOP_EDGE_WIRE_PORT`,
+ * `IOP_CP_HTTP_PORT`, `IOP_CP_WIRE_PORT`, `IOP_NODE_HTTP_PORT`); logs and state (run history,
+ * audit, A2A tasks) go under `IOP_UP_DIR` (default `.iop`). `--no-console` runs without the
+ * console, as it also does when stdin is not a terminal.
  * @module
  */
 
 const CONFIG = "deploy/config";
-const LOGS = ".iop/logs";
+const env = (name: string, fallback: string) => Deno.env.get(name) || fallback;
+
+const dir = env("IOP_UP_DIR", ".iop");
+const logs = `${dir}/logs`;
+const port = {
+  edgeHttp: env("IOP_EDGE_HTTP_PORT", "8080"),
+  edgeWire: env("IOP_EDGE_WIRE_PORT", "7100"),
+  cpHttp: env("IOP_CP_HTTP_PORT", "8090"),
+  cpWire: env("IOP_CP_WIRE_PORT", "7200"),
+  nodeHttp: env("IOP_NODE_HTTP_PORT", "9100"),
+};
+
+/** Settings every child gets, so that the three tiers find each other whatever the ports. */
+const childEnv: Record<string, string> = {
+  IOP_EDGE_HTTP_PORT: port.edgeHttp,
+  IOP_EDGE_WIRE_PORT: port.edgeWire,
+  IOP_CP_HTTP_PORT: port.cpHttp,
+  IOP_CP_WIRE_PORT: port.cpWire,
+  IOP_NODE_HTTP_PORT: port.nodeHttp,
+  IOP_NODE_EDGE_ADDRESS: env("IOP_NODE_EDGE_ADDRESS", `127.0.0.1:${port.edgeWire}`),
+  IOP_EDGE_CP_ADDRESS: env("IOP_EDGE_CP_ADDRESS", `127.0.0.1:${port.cpWire}`),
+  IOP_NODE_HISTORY_PATH: env("IOP_NODE_HISTORY_PATH", `${dir}/node-1/history.db`),
+  IOP_CP_AUDIT_PATH: env("IOP_CP_AUDIT_PATH", `${dir}/cp-local/audit.sqlite`),
+  IOP_EDGE_A2A_STORE_PATH: env("IOP_EDGE_A2A_STORE_PATH", `${dir}/edge-local/a2a.db`),
+};
 
 interface Service {
   name: string;
@@ -17,16 +46,13 @@ interface Service {
 }
 
 const interactive = Deno.stdin.isTerminal() && !Deno.args.includes("--no-console");
-const hasCp = await exists("services/cp/main.ts") && await exists(`${CONFIG}/cp.yaml`);
 
 const services: Service[] = [
-  ...(hasCp
-    ? [{
-      name: "cp",
-      args: ["services/cp/main.ts", "--config", `${CONFIG}/cp.yaml`],
-      ready: "http://127.0.0.1:8090/healthz",
-    }]
-    : []),
+  {
+    name: "cp",
+    args: ["services/cp/main.ts", "--config", `${CONFIG}/cp.yaml`],
+    ready: `http://127.0.0.1:${port.cpHttp}/healthz`,
+  },
   {
     name: "edge",
     args: [
@@ -35,16 +61,16 @@ const services: Service[] = [
       `${CONFIG}/edge.yaml`,
       interactive ? "--console" : "--no-console",
     ],
-    ready: "http://127.0.0.1:8080/healthz",
+    ready: `http://127.0.0.1:${port.edgeHttp}/healthz`,
   },
   {
     name: "node",
     args: ["services/node/main.ts", "--config", `${CONFIG}/node.yaml`],
-    ready: "http://127.0.0.1:9100/readyz",
+    ready: `http://127.0.0.1:${port.nodeHttp}/readyz`,
   },
 ];
 
-await Deno.mkdir(LOGS, { recursive: true });
+await Deno.mkdir(logs, { recursive: true });
 const children = new Map<string, Deno.ChildProcess>();
 let stopping = false;
 
@@ -66,46 +92,44 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 }
 
 for (const svc of services) {
-  const log = await Deno.open(`${LOGS}/${svc.name}.log`, {
+  const log = await Deno.open(`${logs}/${svc.name}.log`, {
     create: true,
     write: true,
     truncate: true,
   });
+  const console_ = svc.name === "edge" && interactive;
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", ...svc.args],
-    stdin: svc.name === "edge" && interactive ? "inherit" : "null",
-    stdout: svc.name === "edge" && interactive ? "inherit" : "null",
+    env: childEnv,
+    stdin: console_ ? "inherit" : "null",
+    stdout: console_ ? "inherit" : "null",
     stderr: "piped",
   }).spawn();
   void child.stderr.pipeTo(log.writable);
   children.set(svc.name, child);
   void child.status.then((status) => {
     if (stopping) return;
-    const quit = svc.name === "edge" && interactive && status.code === 0;
+    const quit = console_ && status.code === 0;
     console.error(
       quit
         ? "Stopping IOP."
-        : `${svc.name} exited with code ${status.code}; see ${LOGS}/${svc.name}.log`,
+        : `${svc.name} exited with code ${status.code}; see ${logs}/${svc.name}.log`,
     );
     void stopAll(quit ? 0 : 1);
   });
   if (!await waitReady(svc.ready, 30_000)) {
-    console.error(`${svc.name} did not become ready within 30 s; see ${LOGS}/${svc.name}.log`);
+    console.error(`${svc.name} did not become ready within 30 s; see ${logs}/${svc.name}.log`);
     await stopAll(1);
   }
 }
 
 console.error(`
 IOP is up on its embedded default.
-${
-  hasCp
-    ? "  Control Plane  http://127.0.0.1:8090/  dashboard, /edges, /client; edge wire 127.0.0.1:7200\n"
-    : ""
-}\
-  Edge           http://127.0.0.1:8080   OpenAI /v1, Ollama /api, A2A, /api/iop/status, /metrics
-                 node wire 127.0.0.1:7100
-  Node node-1    http://127.0.0.1:9100   /healthz, /readyz, /metrics (adapters: mock, cli)
-  Logs           ${LOGS}/{${services.map((s) => s.name).join(",")}}.log
+  Control Plane  http://127.0.0.1:${port.cpHttp}/   dashboard, /edges, /client; edge wire :${port.cpWire}
+  Edge           http://127.0.0.1:${port.edgeHttp}   OpenAI /v1, Ollama /api, A2A, /api/iop/status, /metrics
+                 node wire :${port.edgeWire}
+  Node node-1    http://127.0.0.1:${port.nodeHttp}   /healthz, /readyz, /metrics (adapters: mock, cli)
+  Logs           ${logs}/{cp,edge,node}.log
 ${
   interactive
     ? "Ops console below: try /nodes, /run mock demo hello, /run cli count 5, /help, /quit.\n"
@@ -126,13 +150,4 @@ async function waitReady(url: string, timeoutMs: number): Promise<boolean> {
     await new Promise((r) => setTimeout(r, 200));
   }
   return false;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
