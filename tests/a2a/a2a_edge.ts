@@ -41,9 +41,10 @@ function profiles(dir: string) {
 }
 
 /** The Edge config of the A2A suites, with CLI profiles writing into `dir`. */
-function a2aConfig(dir: string): RawConfig {
+function a2aConfig(dir: string, apiKeys: string[] = []): RawConfig {
   return {
     edge: { id: "edge-test" },
+    http: { api_keys: apiKeys },
     wire: { heartbeat_interval_ms: 1000 },
     control_plane: { address: "" },
     a2a: { task_retention_ms: 60_000, store_path: ":memory:" },
@@ -67,6 +68,6 @@ function a2aConfig(dir: string): RawConfig {
 }
 
 /** Starts the A2A suites' Edge over `store` with its Node registered; the Edge closes `store`. */
-export function startA2aEdge(store: A2aTaskStore): Promise<TestEdge> {
-  return startStack({ config: a2aConfig, a2a: store });
+export function startA2aEdge(store: A2aTaskStore, apiKeys: string[] = []): Promise<TestEdge> {
+  return startStack({ config: (dir) => a2aConfig(dir, apiKeys), a2a: store });
 }

@@ -216,3 +216,39 @@ Deno.test("each malformed request gets its JSON-RPC error and the Edge serves on
   assert.equal(health.status, 200);
   await health.body?.cancel();
 });
+
+Deno.test("with API keys configured, cards declare bearer auth and JSON-RPC needs a key", async () => {
+  await using stack = await startA2aEdge(memoryTaskStore(), ["a2a-secret"]);
+  const v1 = await (await fetch(`${stack.url}/a2a/demo/.well-known/agent-card.json`, {
+    headers: { "A2A-Version": "1.0" },
+  })).json();
+  assert.equal(v1.securitySchemes.bearer.httpAuthSecurityScheme.scheme, "Bearer");
+  assert.deepEqual(v1.securityRequirements, [{ schemes: { bearer: { list: [] } } }]);
+  const v03 = await (await fetch(`${stack.url}/a2a/demo/.well-known/agent-card.json`)).json();
+  assert.deepEqual([v03.securitySchemes.bearer.type, v03.securitySchemes.bearer.scheme], [
+    "http",
+    "bearer",
+  ]);
+  assert.deepEqual(v03.security, [{ bearer: [] }]);
+
+  const send = {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "message/send",
+    params: { message: v03Message("hello") },
+  };
+  const refused = await rpc(`${stack.url}/a2a/demo`, send);
+  assert.equal(refused.status, 401);
+  const wrong = await rpc(`${stack.url}/a2a/demo`, send, { Authorization: "Bearer nope" });
+  assert.equal(wrong.status, 401);
+  const ok = await rpc(`${stack.url}/a2a/demo`, send, { Authorization: "Bearer a2a-secret" });
+  assert.equal(ok.status, 200);
+  assert.equal(ok.json.result.status.state, "completed");
+});
+
+Deno.test("without API keys, cards declare no security", async () => {
+  await using stack = await startA2aEdge(memoryTaskStore());
+  const card = await (await fetch(`${stack.url}/a2a/demo/.well-known/agent-card.json`)).json();
+  assert.equal(card.securitySchemes, undefined);
+  assert.equal(card.security, undefined);
+});

@@ -18,7 +18,7 @@ export function agentPaths(agentId: string): { card: string; rpc: string } {
  */
 export function buildAgentCard(
   agent: AgentRecord,
-  options: { baseUrl: string; version: string; legacy: boolean },
+  options: { baseUrl: string; version: string; legacy: boolean; bearerAuth: boolean },
 ): Record<string, unknown> {
   const url = `${options.baseUrl}${agentPaths(agent.id).rpc}`;
   const description = agent.description ||
@@ -45,6 +45,33 @@ export function buildAgentCard(
     defaultOutputModes: ["text/plain"],
     skills,
   };
+  if (options.bearerAuth) Object.assign(card, bearerSecurity(options.legacy));
   if (!options.legacy) return card;
   return { protocolVersion: "0.3.0", url, preferredTransport: "JSONRPC", ...card };
+}
+
+const BEARER_HELP =
+  "An API key of this Edge (config http.api_keys), as Authorization: Bearer <key>";
+
+/** How a card declares that JSON-RPC calls need a bearer key, in 1.0 and in 0.3 form. */
+function bearerSecurity(legacy: boolean): Record<string, unknown> {
+  const v1 = {
+    securitySchemes: {
+      bearer: { httpAuthSecurityScheme: { scheme: "Bearer", description: BEARER_HELP } },
+    },
+    securityRequirements: [{ schemes: { bearer: { list: [] } } }],
+  };
+  if (!legacy) return v1;
+  return {
+    ...v1,
+    securitySchemes: {
+      bearer: {
+        ...v1.securitySchemes.bearer,
+        type: "http",
+        scheme: "bearer",
+        description: BEARER_HELP,
+      },
+    },
+    security: [{ bearer: [] }],
+  };
 }

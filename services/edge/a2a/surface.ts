@@ -53,6 +53,7 @@ export function createA2aSurface(options: A2aSurfaceOptions): A2aSurface {
         baseUrl: publicUrl || new URL(request.url).origin,
         version: options.version,
         legacy: !version.startsWith("1"),
+        bearerAuth: options.config().http.apiKeys.length > 0,
       }));
     },
     async rpc(request, agentId) {
