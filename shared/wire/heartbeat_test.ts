@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { startHeartbeat } from "./heartbeat.ts";
+import { nextBeatDelay, startHeartbeat } from "./heartbeat.ts";
 
 function fakeClock() {
   let t = 1_000;
@@ -52,4 +52,10 @@ Deno.test({
     assert.equal(deaths.length, 1);
     assert.ok(deaths[0]! >= 30);
   },
+});
+
+Deno.test("nextBeatDelay() spreads beats over ±10 % of the interval", () => {
+  assert.equal(nextBeatDelay(2000, 0), 1800);
+  assert.equal(nextBeatDelay(2000, 0.5), 2000);
+  assert.ok(nextBeatDelay(2000, 0.999999) < 2200 && nextBeatDelay(2000, 0.999999) > 2199);
 });
