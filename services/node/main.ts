@@ -11,6 +11,7 @@ import { IOP_VERSION } from "../../shared/version.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { createAdapterMetrics } from "./adapters/adapter_metrics.ts";
 import { cliAdapterFactory } from "./adapters/cli.ts";
+import { reapOrphanedGroups } from "./adapters/group_reaper.ts";
 import { mockAdapterFactory } from "./adapters/mock.ts";
 import { createOllamaAdapter } from "./adapters/ollama.ts";
 import { createOpenAICompatAdapter } from "./adapters/openai_compat.ts";
@@ -45,6 +46,10 @@ if (interrupted > 0) {
   });
 }
 
+// CLI runs whose Node died hard (kill -9, OOM) keep running; stop them before taking new work.
+const cliGroupsDir = `${dirOf(config.history.path)}/cli-groups`;
+await reapOrphanedGroups(cliGroupsDir, { logger: logger.with({ node_id: config.node.id }) });
+
 const httpSettings = (c: AdapterConfig) => {
   if (c.kind !== "ollama" && c.kind !== "vllm" && c.kind !== "openai_compat") {
     throw new TypeError(`adapter '${c.name}' of kind ${c.kind} is not an HTTP adapter`);
@@ -58,7 +63,7 @@ const core = new NodeCore({
   buildAdapters: (configs) =>
     buildAdapterRegistry(configs, {
       mock: mockAdapterFactory,
-      cli: cliAdapterFactory,
+      cli: (c) => cliAdapterFactory(c, { stateDir: cliGroupsDir }),
       ollama: (c) => createOllamaAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
       vllm: (c) => createVllmAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
       openai_compat: (c) =>

@@ -7,7 +7,9 @@
  * continues a session uses `resumeArgs` when the profile has them. Each run's process leads its
  * own process group: on cancel or timeout the whole group gets SIGTERM, then SIGKILL after a grace
  * period, and processes it left running after a normal exit are stopped the same way, so a run
- * never leaves processes behind. `execute` settles only once the group is gone.
+ * never leaves processes behind. `execute` settles only once the group is gone. With a `stateDir`,
+ * each live group is also recorded on disk, so that a Node restarted after a hard death can stop
+ * the groups its predecessor left running (see `group_reaper.ts`).
  * @module
  */
 import { IopError } from "../../../shared/errors.ts";
@@ -22,6 +24,7 @@ import type {
   ExecutionResult,
   ExecutionSpec,
 } from "../ports.ts";
+import { type RecordedGroup, recordGroup } from "./group_reaper.ts";
 import { DEFAULT_KILL_GRACE_MS, type GroupChild, spawnGroup } from "./process_group.ts";
 import { effectivePrompt } from "./prompt.ts";
 
@@ -31,6 +34,11 @@ export interface CliAdapterOptions {
   killGraceMs?: number;
   /** Defaults to a logger for component "node.adapter.cli". */
   logger?: Logger;
+  /**
+   * Directory where each live run's process group is recorded for `reapOrphanedGroups`; when
+   * absent nothing is recorded and a hard death of the Node leaves its runs' groups running.
+   */
+  stateDir?: string;
 }
 
 /** Why a run's process group is being stopped before it exited by itself. */
@@ -89,6 +97,24 @@ export function createCliAdapter(
   const running = new Set<Promise<unknown>>();
   const closing = new AbortController();
 
+  /** Records a run's group for reaping; failing to costs that protection only, not the run. */
+  function record(
+    pgid: number,
+    runId: string,
+    profile: string,
+    runLog: Logger,
+  ): Promise<RecordedGroup | undefined> | undefined {
+    const stateDir = options.stateDir;
+    if (stateDir === undefined) return undefined;
+    return recordGroup(stateDir, { pgid, runId, adapter: name, profile }).catch((err) => {
+      runLog.warn("cannot record CLI process group for reaping after a crash", {
+        state_dir: stateDir,
+        err,
+      });
+      return undefined;
+    });
+  }
+
   async function run(
     profile: CliProfile,
     spec: ExecutionSpec,
@@ -130,6 +156,7 @@ export function createCliAdapter(
     }
     const runLog = log.with({ run_id: spec.runId, profile: profile.name, pid: child.pid });
     runLog.debug("cli process started", { resume });
+    const recorded = record(child.pid, spec.runId, profile.name, runLog);
 
     const stopped = Promise.withResolvers<StopCause>();
     const onAbort = () => stopped.resolve({ kind: "cancel", reason: signal.reason });
@@ -179,6 +206,8 @@ export function createCliAdapter(
       clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
       closing.signal.removeEventListener("abort", onClose);
+      // Every path above has awaited child.stop(), so the group is gone: forget it.
+      await (await recorded)?.remove();
     }
   }
 
@@ -235,9 +264,9 @@ export function createCliAdapter(
 }
 
 /** Builds a CLI adapter from its configuration, for the adapter registry. */
-export function cliAdapterFactory(config: AdapterConfig): Adapter {
+export function cliAdapterFactory(config: AdapterConfig, options: CliAdapterOptions = {}): Adapter {
   if (config.kind !== "cli") {
     throw new TypeError(`Cannot build a CLI adapter from kind '${config.kind}'`);
   }
-  return createCliAdapter(config.name, config.settings);
+  return createCliAdapter(config.name, config.settings, options);
 }
