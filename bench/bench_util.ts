@@ -1,17 +1,9 @@
 /**
- * Helpers shared by the Edge benchmarks: free ports, spawning an Edge or a Node process from a
+ * Helpers shared by the Edge benchmarks: spawning an Edge or a Node process from a
  * config written to a temp dir, percentiles, and process CPU/memory from /proc.
  * @module
  */
 import { stringify } from "yaml";
-
-/** A free TCP port on 127.0.0.1 (bound then released). */
-export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 /** A spawned service process. */
 export interface Proc {

@@ -13,7 +13,8 @@ import { buildAdapterRegistry } from "../services/node/adapters/registry.ts";
 import { NodeCore } from "../services/node/node.ts";
 import type { RunStore } from "../services/node/ports.ts";
 import { type EdgeClient, startEdgeClient } from "../services/node/transport/edge_client.ts";
-import { freePort, procUsage, spawnService, waitJson } from "./bench_util.ts";
+import { procUsage, spawnService, waitJson } from "./bench_util.ts";
+import { freePort } from "../tests/util.ts";
 
 const NODES = Number(Deno.args[0] ?? 1000);
 const MAX_STREAMS = Number(Deno.args[1] ?? 4000);

@@ -8,7 +8,8 @@
  * @module
  */
 import { startFakeOpenAI } from "../shared/testing/fake_openai.ts";
-import { freePort, percentile, spawnService, waitJson } from "./bench_util.ts";
+import { percentile, spawnService, waitJson } from "./bench_util.ts";
+import { freePort } from "../tests/util.ts";
 
 const SEPARATE = Deno.args.includes("--separate-upstream");
 const PER_LEVEL = Number(Deno.args.find((a) => !a.startsWith("--")) ?? 2000);

@@ -7,15 +7,7 @@ import assert from "node:assert/strict";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
 import { mockNode, startStack, type TestEdge } from "./stack.ts";
-
-/** Polls a condition of live state (no fixed sleeps); fails after `ms`. */
-async function until(what: string, cond: () => boolean, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+import { until } from "./util.ts";
 
 function openai(stack: TestEdge): OpenAI {
   return new OpenAI({ apiKey: "none", baseURL: `${stack.url}/v1`, maxRetries: 0 });

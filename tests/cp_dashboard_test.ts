@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 import { startControlPlane } from "../services/cp/control_plane.ts";
-import { startCpEdge, testCpConfig, until } from "./cp_harness.ts";
+import { startCpEdge, testCpConfig } from "./cp_harness.ts";
+import { until } from "./util.ts";
 import { quiet } from "./stack.ts";
 
 const CHROMIUM_ARGS = [

@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
-import { type CpEdge, freePort, startCpEdge, until } from "./cp_harness.ts";
+import { type CpEdge, startCpEdge } from "./cp_harness.ts";
+import { freePort, until } from "./util.ts";
 
 /** Parsed JSON of the HTTP API, read field by field in assertions. */
 // deno-lint-ignore no-explicit-any

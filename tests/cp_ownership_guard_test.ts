@@ -12,7 +12,8 @@ import {
   RelayedEventSchema,
 } from "../proto/gen/iop/v1/control_pb.ts";
 import { startControlPlane } from "../services/cp/control_plane.ts";
-import { startCpEdge, testCpConfig, until } from "./cp_harness.ts";
+import { startCpEdge, testCpConfig } from "./cp_harness.ts";
+import { until } from "./util.ts";
 import { quiet } from "./stack.ts";
 
 /** Name parts that mean a secret, a network location or configuration. */

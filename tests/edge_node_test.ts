@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { openRunStore } from "../services/node/store/sqlite_store.ts";
+import { freePort } from "./util.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const HEARTBEAT_MS = 200;
@@ -96,13 +97,6 @@ class Proc implements AsyncDisposable {
 
 async function pump(stream: ReadableStream<Uint8Array>, out: Output): Promise<void> {
   for await (const text of stream.pipeThrough(new TextDecoderStream())) out.append(text);
-}
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
 }
 
 /** Ports, temp directory and config files of one Edge + Node setup. */

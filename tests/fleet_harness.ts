@@ -6,6 +6,7 @@
  * @module
  */
 import type { StartedDockerComposeEnvironment } from "testcontainers";
+import { freePort } from "./util.ts";
 
 /** The repository root (this file lives in tests/). */
 export const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -114,41 +115,6 @@ export async function ensureImages(): Promise<void> {
     throw new Error(`deploy/build_images.sh failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
   }
   console.log(`fleet: images built in ${Math.round((performance.now() - started) / 1000)} s`);
-}
-
-/** A free TCP port on 127.0.0.1 (the listener is closed again before it is used). */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
-}
-
-/**
- * Polls `probe` every `everyMs` until it returns something other than undefined; fails after
- * `timeoutMs` naming what was awaited and the last thing seen.
- */
-export async function waitFor<T>(
-  what: string,
-  timeoutMs: number,
-  probe: () => Promise<T | undefined>,
-  everyMs = 200,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  let last: unknown = "nothing yet";
-  while (true) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-      last = "condition not met";
-    } catch (err) {
-      last = err instanceof Error ? err.message : String(err);
-    }
-    if (performance.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last})`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
 }
 
 /** GETs JSON with a short timeout; throws on a non-2xx answer. */

@@ -18,8 +18,8 @@ import {
   ROOT,
   run,
   startFleet,
-  waitFor,
 } from "./fleet_harness.ts";
+import { until } from "./util.ts";
 
 const skip = Deno.env.get("IOP_SKIP_FLEET") === "1";
 if (skip) console.log("fleet suite ignored: IOP_SKIP_FLEET=1 was set explicitly");
@@ -113,26 +113,41 @@ async function cpEdge(fleet: Fleet, id: string): Promise<EdgeView | undefined> {
 
 /** Waits until the Control Plane shows `edgeId` attached with all its nodes connected. */
 function untilEdgeAttachedWithNodes(fleet: Fleet, edgeId: string, timeoutMs: number) {
-  return waitFor(`${edgeId} and its nodes on the Control Plane`, timeoutMs, async () => {
-    const view = await cpEdge(fleet, edgeId);
-    if (view?.connected !== true) return undefined;
-    const up = (view.status?.nodes ?? []).filter((n) => n.connected === true).map((n) => n.id);
-    return EDGE_NODES[edgeId]!.every((n) => up.includes(n)) ? view : undefined;
-  });
+  return until(
+    `${edgeId} and its nodes on the Control Plane`,
+    async () => {
+      const view = await cpEdge(fleet, edgeId);
+      if (view?.connected !== true) return undefined;
+      const up = (view.status?.nodes ?? []).filter((n) => n.connected === true).map((n) => n.id);
+      return EDGE_NODES[edgeId]!.every((n) => up.includes(n)) ? view : undefined;
+    },
+    timeoutMs,
+    200,
+  );
 }
 
 function untilEdgeGone(fleet: Fleet, edgeId: string, timeoutMs: number) {
-  return waitFor(`the Control Plane to mark ${edgeId} disconnected`, timeoutMs, async () => {
-    const view = await cpEdge(fleet, edgeId);
-    return view && view.connected !== true ? view : undefined;
-  });
+  return until(
+    `the Control Plane to mark ${edgeId} disconnected`,
+    async () => {
+      const view = await cpEdge(fleet, edgeId);
+      return view && view.connected !== true ? view : undefined;
+    },
+    timeoutMs,
+    200,
+  );
 }
 
 function untilNodeOnEdge(edgeUrl: string, nodeId: string, timeoutMs: number) {
-  return waitFor(`${nodeId} connected to its edge`, timeoutMs, async () => {
-    const status = await getJson<{ nodes: EdgeNodeStatus[] }>(`${edgeUrl}/api/iop/status`);
-    return status.nodes.some((n) => n.id === nodeId && n.connected) ? true : undefined;
-  });
+  return until(
+    `${nodeId} connected to its edge`,
+    async () => {
+      const status = await getJson<{ nodes: EdgeNodeStatus[] }>(`${edgeUrl}/api/iop/status`);
+      return status.nodes.some((n) => n.id === nodeId && n.connected) ? true : undefined;
+    },
+    timeoutMs,
+    200,
+  );
 }
 
 function seconds(since: number): string {

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
 import { startEdge, type TestEdge } from "./stack.ts";
+import { until } from "./util.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -85,16 +86,6 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Polls until `ok()` holds; false after `ms`. Other processes' exits raise no event to await. */
-async function until(ok: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = performance.now() + ms;
-  while (!(await ok())) {
-    if (performance.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return true;
-}
-
 /** Resolves once the Edge saw node n1 apply its config, i.e. the node is ready for runs. */
 function configApplied(edge: TestEdge): { ready: Promise<void>; unsubscribe(): void } {
   const ready = Promise.withResolvers<void>();
@@ -165,18 +156,15 @@ Deno.test("a node restarted after kill -9 kills the CLI process group its predec
       ...runInput({ adapter: "cli", target: "tree" }),
       node: "n1",
     });
-    assert.ok(
-      await until(async () => {
-        const text = await Deno.readTextFile(pidFile).catch(() => "");
-        pids = text.trim().split("\n").filter((l) => l !== "").map(Number);
-        return pids.length === 2;
-      }, 10_000),
-      "the CLI run did not start",
-    );
+    await until("the CLI run to start", async () => {
+      const text = await Deno.readTextFile(pidFile).catch(() => "");
+      pids = text.trim().split("\n").filter((l) => l !== "").map(Number);
+      return pids.length === 2;
+    }, 10_000);
     const [leader, grandchild] = pids as [number, number];
     // The group is recorded just after the spawn; wait for it so the kill cannot precede it.
     const record = `${edge.dir}/node/cli-groups/${leader}.json`;
-    assert.ok(await until(() => Deno.stat(record).then(() => true, () => false), 5_000));
+    await until("the group record", () => Deno.stat(record).then(() => true, () => false), 5_000);
 
     await node[Symbol.asyncDispose](); // kill -9
     assert.equal((await run.done).type, "failed", "the Edge lost the run with its node");
@@ -187,7 +175,11 @@ Deno.test("a node restarted after kill -9 kills the CLI process group its predec
     const [line] = await node.stderr.waitFor(
       /\{[^\n]*"msg":"orphaned CLI process group killed"[^\n]*\}/,
     );
-    assert.ok(await until(() => !alive(leader) && !alive(grandchild), 3_000), "group survived");
+    await until(
+      "the orphaned group to be killed",
+      () => !alive(leader) && !alive(grandchild),
+      3_000,
+    );
     const warn = JSON.parse(line);
     assert.deepEqual(
       [warn.level, warn.pgid, warn.run_id, warn.profile, warn.adapter, warn.node_id],

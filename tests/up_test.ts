@@ -4,38 +4,18 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { freePort, until } from "./util.ts";
 
 const root = new URL("..", import.meta.url).pathname;
-
-function freePort(): string {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return String(port);
-}
-
-async function until<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  ms = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-}
 
 Deno.test("deno task up starts Control Plane, Edge and Node that serve an OpenAI client, and stops them", async () => {
   const dir = await Deno.makeTempDir({ prefix: "iop_up_" });
   const ports = {
-    IOP_EDGE_HTTP_PORT: freePort(),
-    IOP_EDGE_WIRE_PORT: freePort(),
-    IOP_CP_HTTP_PORT: freePort(),
-    IOP_CP_WIRE_PORT: freePort(),
-    IOP_NODE_HTTP_PORT: freePort(),
+    IOP_EDGE_HTTP_PORT: String(freePort()),
+    IOP_EDGE_WIRE_PORT: String(freePort()),
+    IOP_CP_HTTP_PORT: String(freePort()),
+    IOP_CP_WIRE_PORT: String(freePort()),
+    IOP_NODE_HTTP_PORT: String(freePort()),
   };
   const up = new Deno.Command(Deno.execPath(), {
     args: ["task", "up", "--no-console"],
@@ -50,7 +30,7 @@ Deno.test("deno task up starts Control Plane, Edge and Node that serve an OpenAI
     for await (const text of up.stderr.pipeThrough(new TextDecoderStream())) banner += text;
   })();
   try {
-    await until("the banner", () => Promise.resolve(banner.includes("IOP is up") || undefined));
+    await until("the banner", () => banner.includes("IOP is up"), 30_000);
     assert.match(banner, new RegExp(`Edge\\s+http://127\\.0\\.0\\.1:${ports.IOP_EDGE_HTTP_PORT}`));
 
     const client = new OpenAI({
