@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { startStack } from "./stack.ts";
 import { OpsConsole } from "../services/edge/console/console.ts";
+import { TextLog } from "./util.ts";
 
 const EDGE = {
   edge: { id: "edge-test" },
@@ -35,47 +36,10 @@ nodes:
       - { name: mock, kind: mock, tokens: 3, token_delay_ms: 0 }
 `;
 
-/** Console output captured as one string, with a way to await text that has not arrived yet. */
-class Screen {
-  text = "";
-  readonly #waiters = new Set<() => void>();
-
-  readonly write = (chunk: string) => {
-    this.text += chunk;
-    for (const wake of this.#waiters) wake();
-  };
-
-  /** Resolves with the regexp match once the output contains it; rejects after `ms`. */
-  waitFor(pattern: RegExp, ms = 5_000): Promise<RegExpMatchArray> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const m = this.text.match(pattern);
-        if (!m) return;
-        this.#waiters.delete(check);
-        clearTimeout(timer);
-        resolve(m);
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out waiting for ${pattern}; output so far:\n${this.text}`));
-      }, ms);
-      this.#waiters.add(check);
-      check();
-    });
-  }
-
-  /** Returns the output written since the last call. */
-  take(): string {
-    const t = this.text;
-    this.text = "";
-    return t;
-  }
-}
-
 async function consoleFor(edge: Record<string, unknown> = EDGE, configFile?: string) {
   const stack = await startStack({ config: edge, ...(configFile ? { configFile } : {}) });
-  const screen = new Screen();
-  const ops = new OpsConsole(stack.service, screen.write);
+  const screen = new TextLog();
+  const ops = new OpsConsole(stack.service, screen.append);
   return { stack, screen, ops };
 }
 

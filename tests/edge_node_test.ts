@@ -6,53 +6,18 @@
  */
 import assert from "node:assert/strict";
 import { openRunStore } from "../services/node/store/sqlite_store.ts";
-import { freePort } from "./util.ts";
+import { freePort, TextLog } from "./util.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const HEARTBEAT_MS = 200;
 /** The Edge declares a node dead after 3 silent heartbeat intervals. */
 const HEARTBEAT_TIMEOUT_MS = 3 * HEARTBEAT_MS;
 
-/** Text a process wrote so far, with a way to await text that has not arrived yet. */
-class Output {
-  text = "";
-  readonly #waiters = new Set<() => void>();
-
-  append(chunk: string): void {
-    this.text += chunk;
-    for (const wake of this.#waiters) wake();
-  }
-
-  /** Resolves with the first match of `pattern` at or after `from`; rejects after `ms`. */
-  waitFor(pattern: RegExp, ms = 10_000, from = 0): Promise<RegExpMatchArray> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const m = this.text.slice(from).match(pattern);
-        if (!m) return;
-        this.#waiters.delete(check);
-        clearTimeout(timer);
-        resolve(m);
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out after ${ms} ms waiting for ${pattern} in:\n${this.text}`));
-      }, ms);
-      this.#waiters.add(check);
-      check();
-    });
-  }
-
-  /** The JSON log lines written so far. */
-  logLines(): Record<string, unknown>[] {
-    return this.text.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
-  }
-}
-
 /** One spawned service process. */
 class Proc implements AsyncDisposable {
   readonly child: Deno.ChildProcess;
-  readonly stdout = new Output();
-  readonly stderr = new Output();
+  readonly stdout = new TextLog();
+  readonly stderr = new TextLog();
   readonly #pumps: Promise<void>[];
   readonly #stdin: WritableStreamDefaultWriter<Uint8Array> | undefined;
   exited = false;
@@ -67,7 +32,10 @@ class Proc implements AsyncDisposable {
       env: { IOP_LOG_LEVEL: "info", NO_COLOR: "1" },
     }).spawn();
     this.#stdin = options.stdin ? this.child.stdin.getWriter() : undefined;
-    this.#pumps = [pump(this.child.stdout, this.stdout), pump(this.child.stderr, this.stderr)];
+    this.#pumps = [
+      this.stdout.readFrom(this.child.stdout),
+      this.stderr.readFrom(this.child.stderr),
+    ];
     void this.child.status.then(() => (this.exited = true));
   }
 
@@ -93,10 +61,6 @@ class Proc implements AsyncDisposable {
     await this.#stdin?.close().catch(() => {});
     await this.kill();
   }
-}
-
-async function pump(stream: ReadableStream<Uint8Array>, out: Output): Promise<void> {
-  for await (const text of stream.pipeThrough(new TextDecoderStream())) out.append(text);
 }
 
 /** Ports, temp directory and config files of one Edge + Node setup. */

@@ -6,44 +6,14 @@
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
 import { startEdge, type TestEdge } from "./stack.ts";
-import { until } from "./util.ts";
+import { TextLog, until } from "./util.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-
-/** Text a process wrote so far, with a way to await text that has not arrived yet. */
-class Output {
-  text = "";
-  readonly #waiters = new Set<() => void>();
-
-  append(chunk: string): void {
-    this.text += chunk;
-    for (const wake of this.#waiters) wake();
-  }
-
-  /** Resolves with the first match of `pattern`; rejects after `ms`. */
-  waitFor(pattern: RegExp, ms = 10_000): Promise<RegExpMatchArray> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const m = this.text.match(pattern);
-        if (!m) return;
-        this.#waiters.delete(check);
-        clearTimeout(timer);
-        resolve(m);
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out after ${ms} ms waiting for ${pattern} in:\n${this.text}`));
-      }, ms);
-      this.#waiters.add(check);
-      check();
-    });
-  }
-}
 
 /** A Node process started from `services/node/main.ts` with its log (stderr) captured. */
 class NodeProc implements AsyncDisposable {
   readonly child: Deno.ChildProcess;
-  readonly stderr = new Output();
+  readonly stderr = new TextLog();
   readonly #pumps: Promise<void>[];
 
   constructor(configFile: string) {
@@ -55,8 +25,8 @@ class NodeProc implements AsyncDisposable {
       stderr: "piped",
       env: { IOP_LOG_LEVEL: "info", NO_COLOR: "1" },
     }).spawn();
-    const drain = new Output();
-    this.#pumps = [pump(this.child.stdout, drain), pump(this.child.stderr, this.stderr)];
+    const drain = new TextLog();
+    this.#pumps = [drain.readFrom(this.child.stdout), this.stderr.readFrom(this.child.stderr)];
   }
 
   /** Kills the process with SIGKILL (it may have exited already) and waits until it is gone. */
@@ -69,10 +39,6 @@ class NodeProc implements AsyncDisposable {
     await this.child.status;
     await Promise.all(this.#pumps);
   }
-}
-
-async function pump(stream: ReadableStream<Uint8Array>, out: Output): Promise<void> {
-  for await (const text of stream.pipeThrough(new TextDecoderStream())) out.append(text);
 }
 
 /** True while `pid` is a live process (a zombie has already exited and counts as gone). */

@@ -37,3 +37,51 @@ export async function until<T>(
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
+
+/** Text written so far (a process's output, a console's screen), with a way to await more. */
+export class TextLog {
+  text = "";
+  readonly #waiters = new Set<() => void>();
+
+  /** Adds text and wakes the waiters; bound, so it can be handed out as a writer. */
+  readonly append = (chunk: string): void => {
+    this.text += chunk;
+    for (const wake of this.#waiters) wake();
+  };
+
+  /** Resolves with the first match of `pattern` at or after `from`; rejects after `ms`. */
+  waitFor(pattern: RegExp, ms = 10_000, from = 0): Promise<RegExpMatchArray> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const m = this.text.slice(from).match(pattern);
+        if (!m) return;
+        this.#waiters.delete(check);
+        clearTimeout(timer);
+        resolve(m);
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`timed out after ${ms} ms waiting for ${pattern} in:\n${this.text}`));
+      }, ms);
+      this.#waiters.add(check);
+      check();
+    });
+  }
+
+  /** Appends everything `stream` yields, as UTF-8 text, until it ends. */
+  async readFrom(stream: ReadableStream<Uint8Array>): Promise<void> {
+    for await (const text of stream.pipeThrough(new TextDecoderStream())) this.append(text);
+  }
+
+  /** Returns the text written since the last call and forgets it. */
+  take(): string {
+    const t = this.text;
+    this.text = "";
+    return t;
+  }
+
+  /** The JSON log lines written so far. */
+  logLines(): Record<string, unknown>[] {
+    return this.text.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+  }
+}
