@@ -7,6 +7,7 @@ import OpenAI from "openai";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
 import { startFakeOpenAI } from "../shared/testing/fake_openai.ts";
 import { mockNode, startStack, type TestEdge } from "./stack.ts";
+import { until } from "./util.ts";
 
 const KEY = "sk-test-edge-key";
 
@@ -313,4 +314,46 @@ Deno.test("closing a streaming client mid-answer cancels the run on the node", a
   assert.equal(history.type, "history");
   const row = history.type === "history" ? history.runs.find((r) => r.runId === runId) : undefined;
   assert.equal(row?.status, "cancelled");
+});
+
+Deno.test("a client that closes its connection during a non-streaming request cancels the run on the node", async () => {
+  await using stack = await startStack({
+    http: true,
+    config: baseConfig({
+      nodes: [mockNode("node-a", {
+        providers: [{ id: "a-demo", group: "demo", max: 4 }],
+        mock: { tokens: 200, token_delay_ms: 20 },
+      })],
+    }),
+  });
+  const events: string[] = [];
+  const finished = new Promise<{ status: string; runId: string }>((resolve) => {
+    const off = stack.service.subscribe((e) => {
+      events.push(e.type);
+      if (e.type === "run_finished") {
+        off();
+        resolve({ status: e.status, runId: e.runId });
+      }
+    });
+  });
+  const controller = new AbortController();
+  const answer = fetch(`${stack.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${KEY}` },
+    body: JSON.stringify({ model: "demo", messages: [{ role: "user", content: "long answer" }] }),
+    signal: controller.signal,
+  });
+  // Give up once the run is under way on the node (a 200-token answer takes 4 s).
+  await until("the run to start", () => events.includes("run_started"));
+  controller.abort();
+  await assert.rejects(answer);
+  const { status, runId } = await finished;
+  assert.equal(status, "cancelled");
+  const history = await stack.service.nodeCommand("node-a", { type: "history", limit: 10 });
+  const row = history.type === "history" ? history.runs.find((r) => r.runId === runId) : undefined;
+  assert.equal(row?.status, "cancelled");
+  assert.ok(
+    (row?.finishedAtMs ?? 0) - (row?.startedAtMs ?? 0) < 3_000,
+    "cancelled well before the end",
+  );
 });
