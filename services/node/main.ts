@@ -20,6 +20,7 @@ import { createVllmAdapter } from "./adapters/vllm.ts";
 import { loadNodeConfig } from "./config.ts";
 import { createNodeHttp } from "./http/health.ts";
 import { NodeCore } from "./node.ts";
+import { createRunMetrics } from "./node_metrics.ts";
 import type { AdapterConfig } from "./ports.ts";
 import { openRunStore } from "./store/sqlite_store.ts";
 import { startEdgeClient } from "./transport/edge_client.ts";
@@ -60,6 +61,7 @@ const core = new NodeCore({
   nodeId: config.node.id,
   store,
   logger: logger.with({ node_id: config.node.id }),
+  metrics: createRunMetrics(registry),
   buildAdapters: (configs) =>
     buildAdapterRegistry(configs, {
       mock: mockAdapterFactory,

@@ -12,6 +12,7 @@ import type {
   AdapterConfig,
   Capabilities,
   Clock,
+  RunMetrics,
   RunRecord,
   RunStore,
   ToolCall,
@@ -34,6 +35,7 @@ export interface NodeCoreOptions {
   buildAdapters: AdapterBuilder;
   logger: Logger;
   clock?: Clock;
+  metrics?: RunMetrics;
 }
 
 /** Receives the run events of one run, in order. */
@@ -122,6 +124,7 @@ export class NodeCore {
     const controller = new AbortController();
     const running: Running = { controller, cancelReason: undefined, done: Promise.resolve() };
     this.#running.set(runId, running);
+    this.#options.metrics?.runsInFlight(this.#running.size);
     const startedAtMs = this.#clock.now();
     this.#options.store.startRun({
       runId,
@@ -165,7 +168,7 @@ export class NodeCore {
           exitCode: result.exitCode ?? 0,
           ...(result.usage ? { usage: result.usage } : {}),
         });
-        this.#record(runId, {
+        this.#record(runId, startedAtMs, {
           status: "completed",
           finishedAtMs,
           outputSummary: summary,
@@ -180,7 +183,7 @@ export class NodeCore {
         if (controller.signal.aborted) {
           const reason = running.cancelReason ?? "cancelled";
           send({ type: "cancelled", reason });
-          this.#record(runId, {
+          this.#record(runId, startedAtMs, {
             status: "cancelled",
             finishedAtMs,
             outputSummary: summary,
@@ -196,7 +199,7 @@ export class NodeCore {
           retryable: error.retryable,
           exitCode: error.exitCode ?? 0,
         });
-        this.#record(runId, {
+        this.#record(runId, startedAtMs, {
           status: "failed",
           finishedAtMs,
           outputSummary: summary,
@@ -205,10 +208,21 @@ export class NodeCore {
           ...(error.exitCode !== undefined ? { exitCode: error.exitCode } : {}),
         });
       },
-    ).finally(() => this.#running.delete(runId));
+    ).finally(() => {
+      this.#running.delete(runId);
+      this.#options.metrics?.runsInFlight(this.#running.size);
+    });
   }
 
-  #record(runId: string, outcome: Parameters<RunStore["completeRun"]>[1]): void {
+  #record(
+    runId: string,
+    startedAtMs: number,
+    outcome: Parameters<RunStore["completeRun"]>[1],
+  ): void {
+    this.#options.metrics?.runFinished(
+      outcome.status,
+      Math.max(0, outcome.finishedAtMs - startedAtMs) / 1000,
+    );
     try {
       this.#options.store.completeRun(runId, outcome);
     } catch (err) {

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { Registry } from "prom-client";
+import { createRunMetrics } from "./node_metrics.ts";
 import { createLogger } from "../../shared/log.ts";
 import { isTerminal, type RunEvent, type RunInput, runInput } from "../../shared/run.ts";
 import { cliAdapterFactory } from "./adapters/cli.ts";
@@ -29,10 +31,12 @@ async function nodeWith(configs: AdapterConfig[], maxConcurrentRuns = 0) {
   const dir = await Deno.makeTempDir({ prefix: "iop_node_core_" });
   const path = `${dir}/history.db`;
   const store = openRunStore(path);
+  const registry = new Registry();
   const core = new NodeCore({
     nodeId: "n1",
     store,
     logger: quiet,
+    metrics: createRunMetrics(registry),
     buildAdapters: (c) =>
       buildAdapterRegistry(c, { mock: mockAdapterFactory, cli: cliAdapterFactory }),
   });
@@ -42,6 +46,7 @@ async function nodeWith(configs: AdapterConfig[], maxConcurrentRuns = 0) {
     store,
     path,
     applied,
+    registry,
     /** Starts a run and collects its events; `done` resolves after the terminal one. */
     run(runId: string, input: RunInput) {
       const events: RunEvent[] = [];
@@ -286,4 +291,23 @@ Deno.test("applyConfig reports rejected adapters and capabilities lists the buil
   assert.deepEqual(applied, { adapters: ["mock"], rejected: {} });
   const caps = await node.core.capabilities();
   assert.deepEqual(caps.map((c) => [c.name, c.kind, c.healthy]), [["mock", "mock", true]]);
+});
+
+Deno.test("run metrics count finished runs by status and track runs in flight", async () => {
+  await using node = await nodeWith([mock({ tokens: 1000, tokenDelayMs: 5 })]);
+  const slow = node.run("r1", runInput({ adapter: "mock", target: "x" }));
+  await slow.firstOutput;
+  const inFlight = async () =>
+    (await node.registry.getSingleMetric("iop_node_runs_in_flight")!.get()).values[0]?.value;
+  assert.equal(await inFlight(), 1);
+  node.core.cancelRun("r1", "enough");
+  await slow.done;
+  await node.run("r2", runInput({ adapter: "mock", target: "x", metadata: { "mock.tokens": "2" } }))
+    .done;
+  await node.core.cancelAll("settle");
+  const text = await node.registry.metrics();
+  assert.match(text, /^iop_node_runs_total\{status="cancelled"\} 1$/m);
+  assert.match(text, /^iop_node_runs_total\{status="completed"\} 1$/m);
+  assert.match(text, /^iop_node_run_duration_seconds_count\{status="completed"\} 1$/m);
+  assert.equal(await inFlight(), 0);
 });

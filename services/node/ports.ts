@@ -156,6 +156,12 @@ export interface RunStore {
   close(): void;
 }
 
+/** Run counters the core reports to; absent means not counted. */
+export interface RunMetrics {
+  runFinished(status: Exclude<RunStatus, "running">, seconds: number): void;
+  runsInFlight(count: number): void;
+}
+
 /** Source of wall-clock time, injected so tests can control it. */
 export interface Clock {
   now(): number;
