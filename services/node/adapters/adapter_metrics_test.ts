@@ -3,8 +3,8 @@ import { Registry } from "prom-client";
 import { startFakeOllama } from "../../../shared/testing/fake_ollama.ts";
 import { startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
 import { createAdapterMetrics } from "./adapter_metrics.ts";
-import { specFor } from "./contract_case.ts";
-import { never, recordingSink, settingsFor } from "./http_adapter_cases.ts";
+import { recordingSink, specFor } from "./contract_case.ts";
+import { never, settingsFor } from "./http_adapter_cases.ts";
 import { createOllamaAdapter } from "./ollama.ts";
 import { createVllmAdapter } from "./vllm.ts";
 

@@ -32,13 +32,14 @@ export function specFor(partial: Partial<ExecutionSpec>): ExecutionSpec {
 }
 
 /** A sink that records what it receives and can announce the first delta. */
-interface RecordingSink extends EventSink {
+export interface RecordingSink extends EventSink {
   deltas: string[];
   toolCalls: ToolCall[];
   firstDelta: Promise<void>;
 }
 
-function recordingSink(): RecordingSink {
+/** Creates a {@linkcode RecordingSink}. */
+export function recordingSink(): RecordingSink {
   const deltas: string[] = [];
   const toolCalls: ToolCall[] = [];
   const first = Promise.withResolvers<void>();

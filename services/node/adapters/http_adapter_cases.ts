@@ -8,8 +8,8 @@
 import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
 import type { FakeBehavior, FakeServer } from "../../../shared/testing/fake_model_server.ts";
-import type { Adapter, EventSink, ExecutionSpec, HttpModelSettings, ToolCall } from "../ports.ts";
-import { specFor } from "./contract_case.ts";
+import type { Adapter, ExecutionSpec, HttpModelSettings } from "../ports.ts";
+import { recordingSink, specFor } from "./contract_case.ts";
 
 /** A fake server plus how to change one model's behaviour. */
 export interface FakeHandle extends FakeServer {
@@ -40,31 +40,6 @@ export function settingsFor(
     idleTimeoutMs: 0,
     models: [],
     ...partial,
-  };
-}
-
-/** A sink that records everything, and announces the first output delta. */
-export interface RecordingSink extends EventSink {
-  deltas: string[];
-  toolCalls: ToolCall[];
-  firstDelta: Promise<void>;
-}
-
-/** Creates a {@linkcode RecordingSink}. */
-export function recordingSink(): RecordingSink {
-  const deltas: string[] = [];
-  const toolCalls: ToolCall[] = [];
-  const first = Promise.withResolvers<void>();
-  return {
-    deltas,
-    toolCalls,
-    firstDelta: first.promise,
-    output(text) {
-      deltas.push(text);
-      first.resolve();
-    },
-    toolCall: (call) => toolCalls.push(call),
-    log: () => {},
   };
 }
 

@@ -1,13 +1,7 @@
 import assert from "node:assert/strict";
 import { startFakeOllama } from "../../../shared/testing/fake_ollama.ts";
-import { specFor } from "./contract_case.ts";
-import {
-  httpAdapterCases,
-  never,
-  recordingSink,
-  rejectsWith,
-  settingsFor,
-} from "./http_adapter_cases.ts";
+import { recordingSink, specFor } from "./contract_case.ts";
+import { httpAdapterCases, never, rejectsWith, settingsFor } from "./http_adapter_cases.ts";
 import { createOllamaAdapter } from "./ollama.ts";
 
 httpAdapterCases("ollama", {

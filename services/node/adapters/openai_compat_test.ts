@@ -1,14 +1,8 @@
 import assert from "node:assert/strict";
 import { createLogger } from "../../../shared/log.ts";
 import { startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
-import { specFor } from "./contract_case.ts";
-import {
-  httpAdapterCases,
-  never,
-  recordingSink,
-  rejectsWith,
-  settingsFor,
-} from "./http_adapter_cases.ts";
+import { recordingSink, specFor } from "./contract_case.ts";
+import { httpAdapterCases, never, rejectsWith, settingsFor } from "./http_adapter_cases.ts";
 import { createOpenAICompatAdapter } from "./openai_compat.ts";
 
 httpAdapterCases("openai_compat", {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
-import { specFor } from "./contract_case.ts";
-import { httpAdapterCases, never, recordingSink, settingsFor } from "./http_adapter_cases.ts";
+import { recordingSink, specFor } from "./contract_case.ts";
+import { httpAdapterCases, never, settingsFor } from "./http_adapter_cases.ts";
 import { createVllmAdapter } from "./vllm.ts";
 
 httpAdapterCases("vllm", {
