@@ -179,6 +179,26 @@ function procState(pid: number): string | undefined {
   }
 }
 
+/** Asserts none of `pids` runs; an exited child may linger as a zombie, which is not running. */
+function assertGone(pids: number[]): void {
+  for (const pid of pids) {
+    const state = procState(pid);
+    assert.ok(state === undefined || state === "Z", `pid ${pid} still running (state ${state})`);
+  }
+}
+
+/** Starts the `tree` CLI profile from the console; returns its run id and the pids it wrote. */
+async function startTreeRun(
+  edge: Proc,
+  pidFile: string,
+): Promise<{ runId: string; pids: number[] }> {
+  await edge.line("/run cli tree");
+  const [, runId] = await edge.stdout.waitFor(/run (run_\w+) started on n1 \(cli\/tree\)/);
+  await edge.stdout.waitFor(/ready/);
+  const pids = (await Deno.readTextFile(pidFile)).trim().split("\n").map(Number);
+  return { runId: runId!, pids };
+}
+
 Deno.test("a node with a wrong token is refused with a clear log line and never connects", async () => {
   await using env = await setup({ nodeToken: "wrong-token" });
   await using edge = await env.edge();
@@ -205,23 +225,16 @@ Deno.test("a CLI run cancelled mid-run from the console leaves no process behind
   await using node = await env.node();
   await waitForNode(env.httpPort, (n) => n.connected);
 
-  await edge.line("/run cli tree");
-  const [, runId] = await edge.stdout.waitFor(/run (run_\w+) started on n1 \(cli\/tree\)/);
-  await edge.stdout.waitFor(/ready/);
-  const pids = (await Deno.readTextFile(env.pidFile)).trim().split("\n").map(Number);
+  const { runId, pids } = await startTreeRun(edge, env.pidFile);
   assert.equal(pids.length, 2, "the shell and its background sleep");
   for (const pid of pids) assert.ok(procState(pid) !== undefined, `pid ${pid} should be running`);
 
   await edge.line(`/cancel ${runId}`);
   await edge.stdout.waitFor(
-    new RegExp(`\\[${runId!.slice(0, 12)} cancelled\\] cancelled from console`),
+    new RegExp(`\\[${runId.slice(0, 12)} cancelled\\] cancelled from console`),
   );
-  // The run is reported cancelled only once its process group is gone; an exited child may
-  // linger as a zombie until init reaps it, which is not a running process.
-  for (const pid of pids) {
-    const state = procState(pid);
-    assert.ok(state === undefined || state === "Z", `pid ${pid} still running (state ${state})`);
-  }
+  // The run is reported cancelled only once its process group is gone.
+  assertGone(pids);
   await edge.line("/history n1");
   await edge.stdout.waitFor(new RegExp(`${runId}\\s+cli\\s+tree\\s+cancelled`));
   assert.equal(node.exited, false);
@@ -232,19 +245,13 @@ Deno.test("a node stopped with SIGTERM mid CLI run cancels it, leaves no process
   await using edge = await env.edge(true);
   await using node = await env.node();
   await waitForNode(env.httpPort, (n) => n.connected);
-  await edge.line("/run cli tree");
-  const [, runId] = await edge.stdout.waitFor(/run (run_\w+) started on n1 \(cli\/tree\)/);
-  await edge.stdout.waitFor(/ready/);
-  const pids = (await Deno.readTextFile(env.pidFile)).trim().split("\n").map(Number);
+  const { runId, pids } = await startTreeRun(edge, env.pidFile);
   await node.kill("SIGTERM");
   assert.equal((await node.child.status).code, 0, "the node exits cleanly");
-  for (const pid of pids) {
-    const state = procState(pid);
-    assert.ok(state === undefined || state === "Z", `pid ${pid} still running (state ${state})`);
-  }
+  assertGone(pids);
   // The node cancels its runs before closing the link, so the Edge hears a cancel, not a loss.
   await edge.stdout.waitFor(
-    new RegExp(`\\[${runId!.slice(0, 12)} cancelled\\] node stopping`),
+    new RegExp(`\\[${runId.slice(0, 12)} cancelled\\] node stopping`),
   );
   const store = openRunStore(env.historyPath);
   try {
