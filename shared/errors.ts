@@ -5,17 +5,21 @@
  */
 
 /** Stable error codes shared by every tier; the HTTP surfaces map each to a status. */
-export type ErrorCode =
-  | "INVALID_ARGUMENT"
-  | "NOT_FOUND"
-  | "UNAUTHENTICATED"
-  | "OVERLOADED"
-  | "UNAVAILABLE"
-  | "TIMEOUT"
-  | "CANCELLED"
-  | "BACKEND_ERROR"
-  | "NODE_LOST"
-  | "INTERNAL";
+export const ERROR_CODES = [
+  "INVALID_ARGUMENT",
+  "NOT_FOUND",
+  "UNAUTHENTICATED",
+  "OVERLOADED",
+  "UNAVAILABLE",
+  "TIMEOUT",
+  "CANCELLED",
+  "BACKEND_ERROR",
+  "NODE_LOST",
+  "INTERNAL",
+] as const;
+
+/** One of {@linkcode ERROR_CODES}. */
+export type ErrorCode = typeof ERROR_CODES[number];
 
 const RETRYABLE_BY_DEFAULT: ReadonlySet<ErrorCode> = new Set([
   "OVERLOADED",
@@ -62,16 +66,5 @@ export function toIopError(err: unknown, fallback: ErrorCode = "INTERNAL"): IopE
 
 /** Returns true for codes that are a known IOP error code. */
 export function isErrorCode(code: string): code is ErrorCode {
-  return [
-    "INVALID_ARGUMENT",
-    "NOT_FOUND",
-    "UNAUTHENTICATED",
-    "OVERLOADED",
-    "UNAVAILABLE",
-    "TIMEOUT",
-    "CANCELLED",
-    "BACKEND_ERROR",
-    "NODE_LOST",
-    "INTERNAL",
-  ].includes(code);
+  return (ERROR_CODES as readonly string[]).includes(code);
 }
