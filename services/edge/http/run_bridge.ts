@@ -57,10 +57,8 @@ export async function startRun(
     const next = await iterator.next();
     if (next.done) break;
     const event = next.value;
-    if (event.type === "failed") throw new IopError(toCode(event.code), event.message);
-    if (event.type === "cancelled") {
-      throw new IopError("CANCELLED", `The run was cancelled: ${event.reason}`);
-    }
+    const failure = errorOf(event);
+    if (failure) throw failure;
     head.push(event);
     if (event.type === "output" || event.type === "tool_call" || event.type === "completed") {
       break;
@@ -83,7 +81,9 @@ function toCode(code: string): ErrorCode {
 
 /** Turns a failed or cancelled terminal event into the error a surface reports. */
 export function errorOf(event: RunEvent): IopError | undefined {
-  if (event.type === "failed") return new IopError(toCode(event.code), event.message);
+  if (event.type === "failed") {
+    return new IopError(toCode(event.code), event.message, { retryable: event.retryable });
+  }
   if (event.type === "cancelled") {
     return new IopError("CANCELLED", `The run was cancelled: ${event.reason}`);
   }
