@@ -64,6 +64,11 @@ export interface RunInput {
   metadata: Record<string, string>;
   /** 0 means the adapter's own limit. */
   timeoutMs: number;
+  /**
+   * The client reads only the whole answer (a non-streaming API call), so a model adapter may
+   * ask its backend for it in one piece; absent or false streams deltas as they come.
+   */
+  wholeAnswer?: boolean;
 }
 
 /** One step of a run's life as seen above the Node; `seq` increases from 1. */

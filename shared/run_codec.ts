@@ -55,6 +55,7 @@ export function toRunRequest(runId: string, input: RunInput): RunRequest {
     sessionId: input.sessionId,
     metadata: input.metadata,
     timeoutMs: input.timeoutMs,
+    wholeAnswer: input.wholeAnswer ?? false,
   });
 }
 
@@ -77,6 +78,7 @@ export function fromRunRequest(req: RunRequest): RunInput {
     sessionId: req.sessionId,
     metadata: { ...req.metadata },
     timeoutMs: req.timeoutMs,
+    ...(req.wholeAnswer ? { wholeAnswer: true } : {}),
   };
 }
 

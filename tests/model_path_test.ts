@@ -27,16 +27,12 @@ const QUESTION = "What is the answer to everything?";
 const sanitize = { sanitizeOps: true, sanitizeResources: true };
 
 /** A direct `adapter + target` submission with one user message. */
-function submission(
-  adapter: AdapterName,
-  target: string,
-  metadata: Record<string, string> = {},
-): RunSubmission {
+function submission(adapter: AdapterName, target: string, wholeAnswer = false): RunSubmission {
   return runInput({
     adapter,
     target,
     messages: [{ role: "user", content: QUESTION }],
-    metadata,
+    wholeAnswer,
   });
 }
 
@@ -114,21 +110,26 @@ for (const adapter of ALL) {
 const MOMENTS: {
   moment: string;
   target: string;
-  metadata: Record<string, string>;
+  wholeAnswer: boolean;
   afterOutput: boolean;
 }[] = [
-  { moment: "while it streams", target: "slow-stream", metadata: {}, afterOutput: true },
-  { moment: "before the first token", target: "slow-first", metadata: {}, afterOutput: false },
+  { moment: "while it streams", target: "slow-stream", wholeAnswer: false, afterOutput: true },
+  {
+    moment: "before the first token",
+    target: "slow-first",
+    wholeAnswer: false,
+    afterOutput: false,
+  },
   {
     moment: "of a non-streaming request",
     target: "slow-answer",
-    metadata: { stream: "false" },
+    wholeAnswer: true,
     afterOutput: false,
   },
 ];
 
 for (const adapter of ALL) {
-  for (const { moment, target, metadata, afterOutput } of MOMENTS) {
+  for (const { moment, target, wholeAnswer, afterOutput } of MOMENTS) {
     Deno.test({
       name: `a cancel at the Edge ${moment} on ${adapter} closes the fake's connection within ` +
         `a second and ends the run cancelled`,
@@ -136,13 +137,13 @@ for (const adapter of ALL) {
       fn: () =>
         withStack(async (stack) => {
           const fake = stack.fakes[adapter];
-          const handle = await stack.service.submitRun(submission(adapter, target, metadata));
+          const handle = await stack.service.submitRun(submission(adapter, target, wholeAnswer));
           const firstOutput = Promise.withResolvers<void>();
           const reading = collect(handle, (e) => {
             if (e.type === "output") firstOutput.resolve();
           });
           const request = await requestOn(fake, chatPath(adapter));
-          assert.equal((request.body as { stream?: unknown }).stream, metadata.stream !== "false");
+          assert.equal((request.body as { stream?: unknown }).stream, !wholeAnswer);
           if (afterOutput) await within(firstOutput.promise, 5_000, "the first delta");
 
           const cancelledAt = performance.now();

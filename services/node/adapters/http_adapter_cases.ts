@@ -206,7 +206,7 @@ export function httpAdapterCases(name: string, subject: HttpAdapterSubject): voi
     [
       "of a non-streaming request",
       { firstTokenDelayMs: 10_000 },
-      { metadata: { stream: "false" } },
+      { wholeAnswer: true },
       false,
     ],
   ];

@@ -2,40 +2,88 @@ import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
 import {
   backendMessage,
-  ndjsonLines,
+  LineDecoder,
+  readBody,
   RequestGuard,
-  sseEvents,
+  SseDecoder,
   statusError,
 } from "./http_stream.ts";
 
-async function* bytes(text: string, size: number): AsyncGenerator<Uint8Array> {
+/** `text` as UTF-8 cut into pieces of `size` bytes, so characters split across pieces. */
+function pieces(text: string, size: number): Uint8Array[] {
   const all = new TextEncoder().encode(text);
-  for (let i = 0; i < all.length; i += size) yield all.slice(i, i + size);
-}
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of it) out.push(x);
+  const out: Uint8Array[] = [];
+  for (let i = 0; i < all.length; i += size) out.push(all.slice(i, i + size));
   return out;
 }
 
-Deno.test("ndjsonLines rebuilds lines split anywhere, multi-byte characters included", async () => {
+const NO_LIMITS = {
+  connectTimeoutMs: 0,
+  firstTokenTimeoutMs: 0,
+  idleTimeoutMs: 0,
+  totalTimeoutMs: 0,
+};
+
+Deno.test("LineDecoder rebuilds lines split anywhere, multi-byte characters included", () => {
   const text = '{"a":"héllo"}\n\n{"b":"🙂"}\r\n{"c":3}';
   for (const size of [1, 2, 3, 7, 1000]) {
-    assert.deepEqual(await collect(ndjsonLines(bytes(text, size))), [
-      '{"a":"héllo"}',
-      '{"b":"🙂"}',
-      '{"c":3}',
-    ]);
+    const lines: string[] = [];
+    const decoder = new LineDecoder((line) => lines.push(line));
+    for (const piece of pieces(text, size)) decoder.feed(piece);
+    decoder.end();
+    assert.deepEqual(lines, ['{"a":"héllo"}', '{"b":"🙂"}', '{"c":3}'], `pieces of ${size}`);
   }
 });
 
-Deno.test("sseEvents rebuilds events split anywhere and keeps [DONE]", async () => {
+Deno.test("SseDecoder rebuilds events split anywhere and keeps [DONE]", () => {
   const text = 'data: {"x":"é"}\n\n: keep-alive\n\ndata: {"y":2}\r\n\r\ndata: [DONE]\n\n';
   for (const size of [1, 4, 1000]) {
-    const events = await collect(sseEvents(bytes(text, size)));
-    assert.deepEqual(events.map((e) => e.data), ['{"x":"é"}', '{"y":2}', "[DONE]"]);
+    const data: string[] = [];
+    const decoder = new SseDecoder((event) => data.push(event.data));
+    for (const piece of pieces(text, size)) decoder.feed(piece);
+    decoder.end();
+    assert.deepEqual(data, ['{"x":"é"}', '{"y":2}', "[DONE]"], `pieces of ${size}`);
   }
+});
+
+Deno.test("readBody stops at the end marker and leaves the connection for the next request", async () => {
+  const ports: number[] = [];
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (_req, info) => {
+      ports.push((info.remoteAddr as Deno.NetAddr).port);
+      return new Response(ReadableStream.from(pieces("data: a\n\ndata: b\n\ndata: [DONE]\n\n", 9)));
+    },
+  );
+  const url = `http://127.0.0.1:${server.addr.port}/`;
+  for (let round = 0; round < 3; round++) {
+    const guard = new RequestGuard(new AbortController().signal, NO_LIMITS);
+    const data: string[] = [];
+    const decoder = new SseDecoder((event) => data.push(event.data));
+    await readBody(await fetch(url), guard, (bytes) => {
+      decoder.feed(bytes);
+      return data.includes("[DONE]");
+    });
+    guard.dispose();
+    assert.deepEqual(data, ["a", "b", "[DONE]"]);
+    assert.equal(guard.signal.aborted, false, "a whole body is not abandoned");
+  }
+  assert.equal(new Set(ports).size, 1, `one connection for every request: ports ${ports}`);
+});
+
+Deno.test("RequestGuard's idle limit holds while chunks arrive and ends a silent stream", async () => {
+  const guard = new RequestGuard(new AbortController().signal, { ...NO_LIMITS, idleTimeoutMs: 60 });
+  for (let i = 0; i < 10; i++) {
+    guard.activity();
+    await new Promise((resolve) => setTimeout(resolve, 15));
+  }
+  assert.equal(guard.signal.aborted, false, "150 ms of chunks 15 ms apart stay within 60 ms idle");
+  await new Promise((resolve) => guard.signal.addEventListener("abort", resolve));
+  const err = guard.failure(new Error("aborted"), "stream", "u");
+  assert.ok(err instanceof IopError);
+  assert.equal(err.code, "TIMEOUT");
+  assert.equal(err.message, "Model server did not send more output within idleTimeoutMs=60");
+  guard.dispose();
 });
 
 Deno.test("backendMessage reads Ollama, OpenAI and plain-text error bodies", async () => {

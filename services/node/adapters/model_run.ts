@@ -47,6 +47,7 @@ export async function guardedRun(
   log.debug("model request started");
   try {
     const result = await body(guard);
+    guard.dispose();
     const ttft = guard.timeToFirstTokenSeconds;
     if (ttft !== undefined) ctx.metrics?.observeFirstToken(ctx.kind, ttft);
     if (result.usage) {
@@ -65,7 +66,8 @@ export async function guardedRun(
     log.debug("model request failed", { err: failure });
     throw failure;
   } finally {
-    guard.abandon();
+    // A whole answer leaves its connection to the pool; anything else closes it.
+    if (!guard.disposed) guard.abandon();
     guard.dispose();
   }
 }

@@ -16,7 +16,7 @@ import type {
   HttpModelSettings,
   ToolCall,
 } from "../ports.ts";
-import { chunks, ndjsonLines, postJson, readJson, type RequestGuard } from "./http_stream.ts";
+import { LineDecoder, postJson, readBody, readJson, type RequestGuard } from "./http_stream.ts";
 import { baseOf, guardedRun, type ModelAdapterOptions, type RunContext } from "./model_run.ts";
 
 /** One object of Ollama's chat or generate answer (a stream line or the whole answer). */
@@ -157,7 +157,7 @@ export function createOllamaAdapter(
 
   const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
     guardedRun(ctx, spec, settings, signal, async (guard) => {
-      const stream = spec.metadata["stream"] !== "false";
+      const stream = spec.wholeAnswer !== true;
       const { path, body } = requestFor(spec, stream);
       const url = base + path;
       const res = await postJson(url, body, guard);
@@ -167,14 +167,20 @@ export function createOllamaAdapter(
         if (!result) throw new IopError("BACKEND_ERROR", "Ollama answer lacks done:true");
         return result;
       }
+      let result: ExecutionResult | undefined;
+      const lines = new LineDecoder((line) => {
+        result ??= reader.take(parseLine(line));
+      });
       try {
-        for await (const line of ndjsonLines(chunks(res, guard))) {
-          const result = reader.take(parseLine(line));
-          if (result) return result;
-        }
+        await readBody(res, guard, (bytes) => {
+          lines.feed(bytes);
+          return result !== undefined;
+        });
+        if (!result) lines.end();
       } catch (err) {
         throw guard.failure(err, "stream", url);
       }
+      if (result) return result;
       throw new IopError("BACKEND_ERROR", "Ollama stream ended early, without a done object");
     });
 

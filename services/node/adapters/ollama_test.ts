@@ -91,11 +91,11 @@ Deno.test("ollama reports finish reason length when num_predict cuts the answer"
   assert.equal(sink.deltas.join(""), "tok0 tok1");
 });
 
-Deno.test("ollama with metadata stream=false asks for one object and still emits the text", async () => {
+Deno.test("ollama asked for the whole answer asks for one object and still emits the text", async () => {
   await using fake = startFakeOllama({ defaults: { reply: "all at once" } });
   const adapter = createOllamaAdapter("ollama", settingsFor(fake.url));
   const sink = recordingSink();
-  const result = await adapter.execute(chat({ metadata: { stream: "false" } }), sink, {
+  const result = await adapter.execute(chat({ wholeAnswer: true }), sink, {
     signal: never(),
   });
   assert.equal((fake.requests[0]!.body as { stream: boolean }).stream, false);

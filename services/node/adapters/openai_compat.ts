@@ -16,7 +16,14 @@ import type {
   ExecutionSpec,
   HttpModelSettings,
 } from "../ports.ts";
-import { chunks, postJson, readJson, redact, type RequestGuard, sseEvents } from "./http_stream.ts";
+import {
+  postJson,
+  readBody,
+  readJson,
+  redact,
+  type RequestGuard,
+  SseDecoder,
+} from "./http_stream.ts";
 import {
   apiKeyOf,
   baseOf,
@@ -181,7 +188,7 @@ export function createOpenAICompatAdapter(
   const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
     guardedRun(ctx, spec, settings, signal, async (guard) => {
       const secret = apiKeyOf(settings);
-      const stream = spec.metadata["stream"] !== "false";
+      const stream = spec.wholeAnswer !== true;
       const url = `${root}/v1/chat/completions`;
       const res = await postJson(url, requestBody(spec, stream), guard, {
         headers: headers(),
@@ -192,16 +199,23 @@ export function createOpenAICompatAdapter(
         reader.take(await readJson(res, guard, url) as WireChunk);
         return reader.result();
       }
+      let done = false;
+      const events = new SseDecoder((event) => {
+        if (done) return;
+        if (event.data === "[DONE]") done = true;
+        else reader.take(parseData(event.data));
+      });
       try {
-        for await (const event of sseEvents(chunks(res, guard))) {
-          if (event.data === "[DONE]") return reader.result();
-          reader.take(parseData(event.data));
-        }
+        await readBody(res, guard, (bytes) => {
+          events.feed(bytes);
+          return done;
+        });
+        if (!done) events.end();
       } catch (err) {
         throw guard.failure(err, "stream", url);
       }
       // Some servers close without [DONE]; a finish reason still means the answer is whole.
-      if (reader.finish) return reader.result();
+      if (done || reader.finish) return reader.result();
       throw new IopError(
         "BACKEND_ERROR",
         "Model server stream ended early, without a finish reason",

@@ -61,11 +61,11 @@ Deno.test("openai_compat turns a prompt-only spec into one user message", async 
   ]);
 });
 
-Deno.test("openai_compat with metadata stream=false uses a non-streaming completion", async () => {
+Deno.test("openai_compat asked for the whole answer uses a non-streaming completion", async () => {
   await using fake = startFakeOpenAI({ defaults: { reply: "all at once" } });
   const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
   const sink = recordingSink();
-  const result = await adapter.execute(chat({ metadata: { stream: "false" } }), sink, {
+  const result = await adapter.execute(chat({ wholeAnswer: true }), sink, {
     signal: never(),
   });
   const body = fake.requests[0]!.body as Record<string, unknown>;

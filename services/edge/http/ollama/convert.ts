@@ -52,9 +52,10 @@ function toolsOf(body: JsonFields): RunInput["tools"] {
 }
 
 function base(body: JsonFields, messages: ChatMessage[], prompt: string): OllamaRequest {
+  const stream = body.boolean("stream") ?? true;
   return {
     model: body.requiredString("model"),
-    stream: body.boolean("stream") ?? true,
+    stream,
     input: {
       messages,
       prompt,
@@ -63,6 +64,7 @@ function base(body: JsonFields, messages: ChatMessage[], prompt: string): Ollama
       sessionId: "",
       metadata: {},
       timeoutMs: 0,
+      wholeAnswer: !stream,
     },
   };
 }

@@ -118,6 +118,7 @@ export function parseChatRequest(body: JsonFields): ChatRequest {
       sessionId: "",
       metadata: metadataOf(body),
       timeoutMs: 0,
+      wholeAnswer: !stream,
     },
   };
 }

@@ -77,9 +77,10 @@ export function parseResponsesRequest(body: JsonFields): ResponsesRequest {
   const maxOutput = body.number("max_output_tokens", { min: 1, integer: true });
   if (maxOutput !== undefined) sampling.maxTokens = maxOutput;
   const metadata = metadataOf(body);
+  const stream = body.boolean("stream") ?? false;
   return {
     model,
-    stream: body.boolean("stream") ?? false,
+    stream,
     instructions,
     temperature: temperature ?? null,
     topP: topP ?? null,
@@ -94,6 +95,7 @@ export function parseResponsesRequest(body: JsonFields): ResponsesRequest {
       sessionId: "",
       metadata,
       timeoutMs: 0,
+      wholeAnswer: !stream,
     },
   };
 }
