@@ -6,9 +6,15 @@
  * caller that awaits `send` is paced by the peer (backpressure).
  * @module
  */
-import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { IopError } from "../errors.ts";
-import { decodeFrames, DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameError } from "./frame.ts";
+import {
+  DEFAULT_MAX_FRAME_BYTES,
+  FrameDecoder,
+  FrameError,
+  varintSize,
+  writeVarint,
+} from "./frame.ts";
 
 /** Counters a connection reports to; see `wire_metrics.ts`. Absent means not counted. */
 export interface WireMetrics {
@@ -28,7 +34,8 @@ export interface FrameConnectionOptions<In extends DescMessage, Out extends Desc
 }
 
 interface Batch {
-  chunks: Uint8Array[];
+  /** Encoded message bodies; their length prefixes are written when the batch is joined. */
+  bodies: Uint8Array[];
   bytes: number;
   done: PromiseWithResolvers<void>;
 }
@@ -37,7 +44,6 @@ interface Batch {
 export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   readonly #conn: Deno.Conn;
   readonly #options: FrameConnectionOptions<In, Out>;
-  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #closed = Promise.withResolvers<string>();
   #next: Batch | undefined;
   #writing = false;
@@ -46,8 +52,6 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   constructor(conn: Deno.Conn, options: FrameConnectionOptions<In, Out>) {
     this.#conn = conn;
     this.#options = options;
-    this.#writer = conn.writable.getWriter();
-    this.#writer.closed.catch(() => {});
   }
 
   /** The peer's address, as `host:port`. */
@@ -76,19 +80,20 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
         ),
       );
     }
-    const bytes = encodeFrame(this.#options.outSchema, message);
+    const body = toBinary(this.#options.outSchema, message);
+    const frameBytes = varintSize(body.byteLength) + body.byteLength;
     const metrics = this.#options.metrics;
     if (metrics) {
       metrics.frame("out");
-      metrics.bytes("out", bytes.byteLength);
+      metrics.bytes("out", frameBytes);
     }
     const batch = this.#next ??= {
-      chunks: [],
+      bodies: [],
       bytes: 0,
       done: Promise.withResolvers<void>(),
     };
-    batch.chunks.push(bytes);
-    batch.bytes += bytes.byteLength;
+    batch.bodies.push(body);
+    batch.bytes += frameBytes;
     if (!this.#writing) {
       // Flush after the current task's synchronous work, so frames sent together (e.g. a run's
       // usage and completed events) leave in one write instead of one syscall each.
@@ -103,11 +108,8 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
       while (this.#next) {
         const batch = this.#next;
         this.#next = undefined;
-        const data = batch.chunks.length === 1
-          ? batch.chunks[0]!
-          : concat(batch.chunks, batch.bytes);
         try {
-          await this.#writer.write(data);
+          await writeAll(this.#conn, frames(batch));
           batch.done.resolve();
         } catch (err) {
           const error = new IopError("UNAVAILABLE", "Cannot send as the connection broke", {
@@ -126,18 +128,29 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   /**
    * Yields incoming messages until the peer closes. Throws {@linkcode FrameError} on a bad frame
    * (after closing the connection). Only one reader may iterate.
+   *
+   * The socket is read into one reused buffer (not a fresh 64 KiB chunk per read, as
+   * `conn.readable` does), which keeps idle links small, and every frame a read completes is
+   * decoded at once, without a promise per frame.
    */
   async *messages(): AsyncGenerator<MessageShape<In>> {
     const metrics = this.#options.metrics;
+    const decoder = new FrameDecoder(this.#options.inSchema, {
+      maxFrameBytes: this.#options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    });
+    const buffer = new Uint8Array(READ_CHUNK_BYTES);
     try {
-      for await (
-        const message of decodeFrames(this.#options.inSchema, readChunks(this.#conn, metrics), {
-          maxFrameBytes: this.#options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
-        })
-      ) {
-        metrics?.frame("in");
-        yield message;
+      while (true) {
+        const n = await this.#conn.read(buffer);
+        if (n === null) break;
+        metrics?.bytes("in", n);
+        for (const message of decoder.push(buffer.subarray(0, n))) {
+          metrics?.frame("in");
+          yield message;
+        }
+        decoder.check();
       }
+      decoder.end();
       this.close("peer closed");
     } catch (err) {
       if (err instanceof FrameError) {
@@ -168,29 +181,22 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   }
 }
 
-function concat(chunks: Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
+/** The batch as one buffer of frames: each body behind its varint length. */
+function frames(batch: Batch): Uint8Array {
+  const out = new Uint8Array(batch.bytes);
   let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
+  for (const body of batch.bodies) {
+    offset = writeVarint(out, offset, body.byteLength);
+    out.set(body, offset);
+    offset += body.byteLength;
   }
   return out;
 }
 
-/** Bytes read per socket read; the decoder copies them out, so one buffer serves each link. */
-const READ_CHUNK_BYTES = 16 * 1024;
-
-/**
- * Reads the socket into one reused buffer (instead of a fresh 64 KiB chunk per read, as
- * `conn.readable` does), which keeps idle links small and spares the garbage collector.
- */
-async function* readChunks(conn: Deno.Conn, metrics?: WireMetrics): AsyncGenerator<Uint8Array> {
-  const buffer = new Uint8Array(READ_CHUNK_BYTES);
-  while (true) {
-    const n = await conn.read(buffer);
-    if (n === null) return;
-    metrics?.bytes("in", n);
-    yield buffer.subarray(0, n);
-  }
+async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < data.byteLength) offset += await conn.write(data.subarray(offset));
 }
+
+/** Bytes read per socket read; the decoder copies what it keeps, so one buffer serves a link. */
+const READ_CHUNK_BYTES = 16 * 1024;

@@ -1,10 +1,12 @@
 /**
  * Length-delimited protobuf frames: a varint byte length, then one encoded message. Oversize
  * frames are rejected from their length prefix, before their body is buffered.
+ *
+ * Decoding is synchronous ({@linkcode FrameDecoder}): one socket read yields every frame it
+ * completes, with no promise per frame and no copy unless a frame straddles two reads.
  * @module
  */
-import { type DescMessage, fromBinary, type MessageShape } from "@bufbuild/protobuf";
-import { sizeDelimitedDecodeStream, sizeDelimitedEncode } from "@bufbuild/protobuf/wire";
+import { type DescMessage, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 
 /** Default largest frame a peer may send: 4 MiB. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -27,13 +29,147 @@ export function encodeFrame<Desc extends DescMessage>(
   schema: Desc,
   message: MessageShape<Desc>,
 ): Uint8Array {
-  return sizeDelimitedEncode(schema, message);
+  const body = toBinary(schema, message);
+  const frame = new Uint8Array(varintSize(body.byteLength) + body.byteLength);
+  frame.set(body, writeVarint(frame, 0, body.byteLength));
+  return frame;
 }
 
-/** Options of {@linkcode decodeFrames}. */
+/** Bytes of the varint encoding of `n` (a non-negative 32-bit integer). */
+export function varintSize(n: number): number {
+  let size = 1;
+  while (n > 0x7f) {
+    n >>>= 7;
+    size++;
+  }
+  return size;
+}
+
+/** Writes `n` as a varint at `offset`; returns the offset after it. */
+export function writeVarint(into: Uint8Array, offset: number, n: number): number {
+  while (n > 0x7f) {
+    into[offset++] = (n & 0x7f) | 0x80;
+    n >>>= 7;
+  }
+  into[offset++] = n;
+  return offset;
+}
+
+/** Options of {@linkcode FrameDecoder} and {@linkcode decodeFrames}. */
 export interface DecodeFramesOptions {
   /** Largest accepted frame body in bytes; defaults to {@linkcode DEFAULT_MAX_FRAME_BYTES}. */
   maxFrameBytes?: number;
+}
+
+/** Longest varint length prefix accepted: 5 bytes hold any 32-bit length. */
+const MAX_PREFIX_BYTES = 5;
+
+/**
+ * Splits a byte stream into frames and decodes them, however the stream is cut into chunks.
+ * Strings are copied out of the chunk, so the caller may reuse its read buffer at once; the
+ * messages must have no `bytes` fields, which would alias it (a test guards the schemas).
+ */
+export class FrameDecoder<Desc extends DescMessage> {
+  readonly #schema: Desc;
+  readonly #maxFrameBytes: number;
+  /** Copy of an incomplete frame left from earlier chunks. */
+  #pending: Uint8Array | undefined;
+  /** A bad frame met after good ones, thrown by the next call once those were delivered. */
+  #failure: FrameError | undefined;
+
+  constructor(schema: Desc, options: DecodeFramesOptions = {}) {
+    this.#schema = schema;
+    this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  }
+
+  /** True while part of a frame is buffered. */
+  get pending(): boolean {
+    return this.#pending !== undefined;
+  }
+
+  /**
+   * Decodes every frame that `chunk` completes, in order. Throws {@linkcode FrameError} on an
+   * oversize length (from the prefix alone), a bad prefix, or an undecodable body; when good
+   * frames came before the bad one, they are returned first and the error is thrown by the
+   * next call (see {@linkcode FrameDecoder.check}).
+   */
+  push(chunk: Uint8Array): MessageShape<Desc>[] {
+    this.check();
+    let bytes = chunk;
+    if (this.#pending) {
+      bytes = new Uint8Array(this.#pending.byteLength + chunk.byteLength);
+      bytes.set(this.#pending);
+      bytes.set(chunk, this.#pending.byteLength);
+      this.#pending = undefined;
+    }
+    const out: MessageShape<Desc>[] = [];
+    let offset = 0;
+    try {
+      while (offset < bytes.byteLength) {
+        const head = this.#prefix(bytes, offset);
+        if (head === undefined) break;
+        const start = offset + head.prefixBytes;
+        const end = start + head.size;
+        if (end > bytes.byteLength) break;
+        out.push(this.#decode(bytes.subarray(start, end)));
+        offset = end;
+      }
+    } catch (err) {
+      if (out.length === 0) throw err;
+      this.#failure = err as FrameError;
+      return out;
+    }
+    if (offset < bytes.byteLength) this.#pending = bytes.slice(offset);
+    return out;
+  }
+
+  /** Throws the bad frame that followed the good frames of the last push, if there was one. */
+  check(): void {
+    const failure = this.#failure;
+    if (failure) throw failure;
+  }
+
+  /** Ends the stream; throws a truncated {@linkcode FrameError} when it ended inside a frame. */
+  end(): void {
+    this.check();
+    if (this.#pending) {
+      this.#pending = undefined;
+      throw new FrameError("truncated", "Cannot decode frame as the stream ended inside it");
+    }
+  }
+
+  /** The length prefix at `offset`, or undefined while it is incomplete. */
+  #prefix(bytes: Uint8Array, offset: number): { size: number; prefixBytes: number } | undefined {
+    let size = 0;
+    for (let i = 0; i < MAX_PREFIX_BYTES; i++) {
+      if (offset + i >= bytes.byteLength) return undefined;
+      const b = bytes[offset + i]!;
+      size += (b & 0x7f) * 2 ** (7 * i);
+      if (b < 0x80) {
+        if (size > this.#maxFrameBytes) {
+          throw new FrameError(
+            "oversize",
+            `Cannot accept frame as it exceeds the limit: ${size} bytes > ${this.#maxFrameBytes}`,
+          );
+        }
+        return { size, prefixBytes: i + 1 };
+      }
+    }
+    throw new FrameError(
+      "malformed",
+      `Cannot decode frame as its length prefix is longer than ${MAX_PREFIX_BYTES} bytes`,
+    );
+  }
+
+  #decode(body: Uint8Array): MessageShape<Desc> {
+    try {
+      return fromBinary(this.#schema, body, { readUnknownFields: false });
+    } catch (err) {
+      throw new FrameError("malformed", `Cannot decode frame: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
 }
 
 /**
@@ -46,49 +182,12 @@ export async function* decodeFrames<Desc extends DescMessage>(
   source: AsyncIterable<Uint8Array>,
   options: DecodeFramesOptions = {},
 ): AsyncGenerator<MessageShape<Desc>> {
-  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
-  const frames = sizeDelimitedDecodeStream(schema, source, {
-    readMaxBytes: maxFrameBytes,
-    readUnknownFields: false,
-  });
-  while (true) {
-    let next: IteratorResult<MessageShape<Desc>>;
-    try {
-      next = await frames.next();
-    } catch (err) {
-      throw classify(err, maxFrameBytes);
-    }
-    if (next.done) return;
-    yield next.value;
+  const decoder = new FrameDecoder(schema, options);
+  for await (const chunk of source) {
+    yield* decoder.push(chunk);
+    decoder.check();
   }
-}
-
-function classify(err: unknown, maxFrameBytes: number): Error {
-  if (!(err instanceof Error)) return new FrameError("malformed", String(err));
-  if (err.message.includes("readMaxBytes")) {
-    return new FrameError(
-      "oversize",
-      `Cannot accept frame as it exceeds the limit: ${
-        err.message.match(/size (\d+)/)?.[1]
-      } bytes > ${maxFrameBytes}`,
-      { cause: err },
-    );
-  }
-  if (err.message === "incomplete data") {
-    return new FrameError("truncated", "Cannot decode frame as the stream ended inside it", {
-      cause: err,
-    });
-  }
-  if (isStreamError(err)) return err;
-  return new FrameError("malformed", `Cannot decode frame: ${err.message}`, { cause: err });
-}
-
-function isStreamError(err: Error): boolean {
-  return err instanceof Deno.errors.ConnectionReset ||
-    err instanceof Deno.errors.BrokenPipe ||
-    err instanceof Deno.errors.Interrupted ||
-    err instanceof Deno.errors.BadResource ||
-    err.name === "AbortError";
+  decoder.end();
 }
 
 /** Decodes a single frame body (no length prefix); used by tests and tools. */

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, type DescMessage, ScalarType, toBinary } from "@bufbuild/protobuf";
+import { EdgeEnvelopeSchema } from "../../proto/gen/iop/v1/control_pb.ts";
 import { type NodeEnvelope, NodeEnvelopeSchema } from "../../proto/gen/iop/v1/node_pb.ts";
-import { decodeFrames, encodeFrame, FrameError } from "./frame.ts";
+import { decodeFrames, encodeFrame, FrameDecoder, FrameError } from "./frame.ts";
 
 function envelope(i: number, text = `delta ${i}`) {
   return create(NodeEnvelopeSchema, {
@@ -119,4 +120,61 @@ Deno.test("decodeFrames() rejects a varint length longer than ten bytes as malfo
     collect(decodeFrames(NodeEnvelopeSchema, chunksOf(bad, 12))),
     (err: unknown) => err instanceof FrameError && err.kind === "malformed",
   );
+});
+
+Deno.test("FrameDecoder keeps messages intact when the caller reuses its read buffer", () => {
+  const stream = concat(
+    Array.from({ length: 30 }, (_, i) => encodeFrame(NodeEnvelopeSchema, envelope(i + 1))),
+  );
+  const decoder = new FrameDecoder(NodeEnvelopeSchema);
+  const buffer = new Uint8Array(7);
+  const messages: NodeEnvelope[] = [];
+  for (let i = 0; i < stream.length; i += buffer.length) {
+    const n = Math.min(buffer.length, stream.length - i);
+    buffer.set(stream.subarray(i, i + n));
+    messages.push(...decoder.push(buffer.subarray(0, n)));
+    buffer.fill(0xee); // what the next socket read would do to the bytes
+  }
+  decoder.end();
+  assert.deepEqual(seqs(messages), Array.from({ length: 30 }, (_, i) => i + 1));
+  assert.deepEqual(
+    messages.map((m) =>
+      m.msg.case === "runEvent" && m.msg.value.event.case === "output"
+        ? m.msg.value.event.value.text
+        : ""
+    ),
+    Array.from({ length: 30 }, (_, i) => `delta ${i + 1}`),
+  );
+});
+
+Deno.test("FrameDecoder returns the good frames before a bad one, then throws", () => {
+  const good = encodeFrame(NodeEnvelopeSchema, envelope(1));
+  const decoder = new FrameDecoder(NodeEnvelopeSchema, { maxFrameBytes: 64 });
+  const messages = decoder.push(concat([good, new Uint8Array([0x80, 0x01])]));
+  assert.deepEqual(seqs(messages), [1]);
+  assert.throws(
+    () => decoder.check(),
+    (err: unknown) => err instanceof FrameError && err.kind === "oversize",
+  );
+});
+
+Deno.test("wire messages have no bytes fields, which would alias the reused read buffer", () => {
+  const seen = new Set<string>();
+  const walk = (desc: DescMessage) => {
+    if (seen.has(desc.typeName)) return;
+    seen.add(desc.typeName);
+    for (const field of desc.fields) {
+      const scalar = field.fieldKind === "scalar" || field.fieldKind === "list" ||
+          field.fieldKind === "map"
+        ? (field as { scalar?: ScalarType }).scalar
+        : undefined;
+      assert.notEqual(scalar, ScalarType.BYTES, `${desc.typeName}.${field.name} is bytes`);
+      if (field.fieldKind === "message") walk(field.message);
+      if (field.fieldKind === "list" && field.listKind === "message") walk(field.message);
+      if (field.fieldKind === "map" && field.mapKind === "message") walk(field.message);
+    }
+  };
+  walk(NodeEnvelopeSchema);
+  walk(EdgeEnvelopeSchema);
+  assert.ok(seen.size > 20, `walked ${seen.size} message types`);
 });
