@@ -3,7 +3,7 @@
  * and settles once with the terminal event.
  * @module
  */
-import { AsyncQueue } from "../../shared/async_queue.ts";
+import { AsyncQueue, type BatchStream } from "../../shared/async_queue.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../shared/run.ts";
 import type { RunHandle } from "./ports.ts";
 
@@ -37,7 +37,7 @@ export class ActiveRun implements RunHandle {
   }
 
   /** Events in order, ending after the terminal one. */
-  events(): AsyncIterable<RunEvent> {
+  events(): BatchStream<RunEvent> {
     return this.#queue;
   }
 

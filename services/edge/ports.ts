@@ -4,6 +4,7 @@
  * Types only.
  * @module
  */
+import type { BatchStream } from "../../shared/async_queue.ts";
 import type { RunEvent, RunInput, TerminalRunEvent, Usage } from "../../shared/run.ts";
 
 /** A run to submit: an `adapter + target` input, optionally pinned to a node or a model group. */
@@ -30,8 +31,11 @@ export interface RunHandle {
   readonly nodeId: string;
   readonly adapter: string;
   readonly target: string;
-  /** Every event of the run in order, ending after the terminal one. One consumer only. */
-  events(): AsyncIterable<RunEvent>;
+  /**
+   * Every event of the run in order, ending after the terminal one, read one by one or in
+   * batches (everything that arrived together). One consumer only.
+   */
+  events(): BatchStream<RunEvent>;
   /** Settles with the terminal event (never rejects). */
   readonly done: Promise<TerminalRunEvent>;
   /** Asks the node to cancel; the run ends with a `cancelled` event. */

@@ -6,6 +6,7 @@
  * @module
  */
 import { type ErrorCode, IopError, isErrorCode } from "../../../shared/errors.ts";
+import { type BatchStream, itemsWithPause, prepended } from "../../../shared/async_queue.ts";
 import type { FinishReason, RunEvent, ToolCall, Usage } from "../../../shared/run.ts";
 import type { RunHandle, RunSubmission } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
@@ -37,7 +38,7 @@ export function httpStatusOf(code: string): number {
 export interface StartedRun {
   handle: RunHandle;
   /** Every event of the run in order, including those read while starting. */
-  events: AsyncIterable<RunEvent>;
+  events: BatchStream<RunEvent>;
 }
 
 /**
@@ -51,28 +52,22 @@ export async function startRun(
   signal: AbortSignal,
 ): Promise<StartedRun> {
   const handle = await service.submitRun(submission, { signal });
-  const iterator = handle.events()[Symbol.asyncIterator]();
+  const events = handle.events();
   const head: RunEvent[] = [];
-  while (true) {
-    const next = await iterator.next();
-    if (next.done) break;
-    const event = next.value;
-    const failure = errorOf(event);
-    if (failure) throw failure;
-    head.push(event);
-    if (event.type === "output" || event.type === "tool_call" || event.type === "completed") {
-      break;
+  let answering = false;
+  while (!answering) {
+    const batch = await events.nextBatch();
+    if (batch === undefined) break;
+    for (const event of batch) {
+      // A failure after the answer began belongs to the answer (its stream ends with it).
+      const failure = answering ? undefined : errorOf(event);
+      if (failure) throw failure;
+      head.push(event);
+      answering ||= event.type === "output" || event.type === "tool_call" ||
+        event.type === "completed";
     }
   }
-  async function* all(): AsyncGenerator<RunEvent> {
-    yield* head;
-    while (true) {
-      const next = await iterator.next();
-      if (next.done) return;
-      yield next.value;
-    }
-  }
-  return { handle, events: all() };
+  return { handle, events: prepended(head, events) };
 }
 
 function toCode(code: string): ErrorCode {
@@ -157,34 +152,57 @@ export async function collectAnswer(events: AsyncIterable<RunEvent>): Promise<Ru
 }
 
 /**
- * A response body streamed from `chunks`: pulled one chunk at a time (backpressure), and when
- * the client goes away the run is cancelled. `onEnd` runs once either way.
+ * A response body streamed from the texts `produce` makes of the run's events. Everything made
+ * of one batch of events (what arrived together) leaves as one chunk, so a burst of deltas
+ * costs one write, not one per delta. The producer is advanced only while the body's reader
+ * wants more (backpressure); when the client goes away the run is cancelled. `onEnd` runs once
+ * either way.
  */
 export function streamBody(
-  chunks: AsyncGenerator<string>,
+  events: BatchStream<RunEvent>,
+  produce: (events: AsyncIterable<RunEvent>) => AsyncGenerator<string>,
   handle: RunHandle,
   onEnd: () => void,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  let pending = "";
   let ended = false;
+  let flushed = false;
+  const flush = () => {
+    if (pending === "" || ended) return;
+    controller?.enqueue(encoder.encode(pending));
+    pending = "";
+    flushed = true;
+  };
   const end = () => {
     if (ended) return;
     ended = true;
     onEnd();
   };
+  const chunks = produce(itemsWithPause(events, flush));
   return new ReadableStream<Uint8Array>({
-    async pull(controller) {
+    start(c) {
+      controller = c;
+    },
+    async pull(c) {
+      // A pull that enqueues nothing is not called again, so advance until a batch was flushed.
+      flushed = false;
       try {
-        const next = await chunks.next();
-        if (next.done) {
+        while (!flushed) {
+          const next = await chunks.next();
+          if (!next.done) {
+            pending += next.value;
+            continue;
+          }
+          flush();
           end();
-          controller.close();
-        } else {
-          controller.enqueue(encoder.encode(next.value));
+          c.close();
+          return;
         }
       } catch (err) {
         end();
-        controller.error(err);
+        c.error(err);
       }
     },
     cancel() {

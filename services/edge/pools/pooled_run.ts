@@ -4,7 +4,7 @@
  * caller never sees the lost attempt's failure.
  * @module
  */
-import { AsyncQueue } from "../../../shared/async_queue.ts";
+import { AsyncQueue, type BatchStream } from "../../../shared/async_queue.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../../shared/run.ts";
 import type { RunHandle } from "../ports.ts";
 
@@ -49,7 +49,7 @@ export class PooledRun implements RunHandle {
   }
 
   /** Events of every attempt, minus the failure that triggered a retry. */
-  events(): AsyncIterable<RunEvent> {
+  events(): BatchStream<RunEvent> {
     return this.#queue;
   }
 
@@ -70,13 +70,19 @@ export class PooledRun implements RunHandle {
     while (true) {
       let produced = false;
       let terminal: TerminalRunEvent | undefined;
-      for await (const event of this.#current.events()) {
-        if (isTerminal(event)) {
-          terminal = event;
-          break;
+      const events = this.#current.events();
+      // Batch by batch, so the consumer wakes once for everything that arrived together.
+      while (terminal === undefined) {
+        const batch = await events.nextBatch();
+        if (batch === undefined) break;
+        for (const event of batch) {
+          if (isTerminal(event)) {
+            terminal = event;
+            break;
+          }
+          if (event.type === "output" || event.type === "tool_call") produced = true;
+          this.#queue.push(event);
         }
-        if (event.type === "output" || event.type === "tool_call") produced = true;
-        this.#queue.push(event);
       }
       terminal ??= await this.#current.done;
       const lostEarly = terminal.type === "failed" && terminal.code === "NODE_LOST" && !produced;

@@ -112,7 +112,8 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
       return c.json(ollamaAnswer(kind, req.model, answer, startedNs));
     }
     const body = streamBody(
-      ollamaLines(kind, req.model, started.events, startedNs, meter),
+      started.events,
+      (events) => ollamaLines(kind, req.model, events, startedNs, meter),
       started.handle,
       meter.streamEnded,
     );

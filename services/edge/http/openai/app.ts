@@ -96,7 +96,8 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
       return c.json(chatCompletion(req.model, answer));
     }
     const body = streamBody(
-      chatChunks(req.model, req.includeUsage, run.events, meter),
+      run.events,
+      (events) => chatChunks(req.model, req.includeUsage, events, meter),
       run.handle,
       meter.streamEnded,
     );
@@ -115,7 +116,12 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
       meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
       return c.json(responseObject(req, answer));
     }
-    const body = streamBody(responseEvents(req, run.events, meter), run.handle, meter.streamEnded);
+    const body = streamBody(
+      run.events,
+      (events) => responseEvents(req, events, meter),
+      run.handle,
+      meter.streamEnded,
+    );
     return new Response(body, { headers: SSE_HEADERS });
   });
 
