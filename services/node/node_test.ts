@@ -8,7 +8,7 @@ import { mockAdapterFactory } from "./adapters/mock.ts";
 import { buildAdapterRegistry } from "./adapters/registry.ts";
 import { NodeCore } from "./node.ts";
 import type { AdapterConfig, MockSettings } from "./ports.ts";
-import { openRunStore } from "./store/sqlite_store.ts";
+import { openRunStore, WRITE_BEHIND_MS } from "./store/sqlite_store.ts";
 
 const quiet = createLogger("test", { level: "error", writer: () => {} });
 
@@ -129,9 +129,10 @@ Deno.test("a completed run is recorded in the SQLite history with timings and ou
   assert.ok(row!.finishedAtMs! >= row!.firstOutputAtMs!);
 });
 
-Deno.test("history survives reopening the SQLite file", async () => {
+Deno.test("history survives reopening the SQLite file once written behind the run", async () => {
   await using node = await nodeWith([mock()]);
   await node.run("r1", runInput({ adapter: "mock", target: "x" })).done;
+  await new Promise((resolve) => setTimeout(resolve, WRITE_BEHIND_MS * 3));
   const reopened = openRunStore(node.path);
   try {
     assert.deepEqual(reopened.history(5).map((r) => [r.runId, r.status]), [["r1", "completed"]]);

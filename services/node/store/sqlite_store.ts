@@ -4,6 +4,13 @@
  * The file runs in WAL mode so history reads never block the run that is being recorded. Its
  * schema version lives in `PRAGMA user_version`: opening applies every migration above the
  * file's version in one transaction, and refuses a file written by a newer Node.
+ *
+ * Writes happen behind the runs, off their critical path: starts and outcomes are queued and
+ * written together in one transaction a few milliseconds later (a run that starts and ends in
+ * that window is one INSERT). Reads and `close` write the queue first, so a history read sees
+ * every run and a graceful stop loses nothing; a crash of the Node process loses at most the
+ * last {@linkcode WRITE_BEHIND_MS} of rows, and the runs whose start was written are marked
+ * `interrupted` at the next start.
  * @module
  */
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
@@ -12,6 +19,9 @@ import type { RunOutcome, RunRecord, RunStatus, RunStore } from "../ports.ts";
 
 /** How many characters of a run's output the store keeps. */
 export const OUTPUT_SUMMARY_CHARS = 2_000;
+
+/** How long a queued write waits for others to share its transaction. */
+export const WRITE_BEHIND_MS = 20;
 
 /** Schema steps; entry `i` takes the file from version `i` to `i + 1`. Append, never edit. */
 const MIGRATIONS: readonly string[] = [
@@ -132,12 +142,19 @@ export function openRunStore(path: string): RunStore {
     `INSERT INTO runs (run_id, adapter, target, status, started_at_ms)
      VALUES (?, ?, ?, 'running', ?)`,
   );
+  const insertFinished = db.prepare(
+    `INSERT INTO runs (run_id, adapter, target, started_at_ms, status, finished_at_ms,
+       first_output_at_ms, input_tokens, output_tokens, error_code, error_message,
+       error_retryable, output_summary, exit_code)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
   const complete = db.prepare(
     `UPDATE runs SET status = ?, finished_at_ms = ?, first_output_at_ms = ?, input_tokens = ?,
        output_tokens = ?, error_code = ?, error_message = ?, error_retryable = ?,
        output_summary = ?, exit_code = ?
      WHERE run_id = ?`,
   );
+  const exists = db.prepare("SELECT 1 FROM runs WHERE run_id = ?");
   const recent = db.prepare(
     "SELECT * FROM runs ORDER BY started_at_ms DESC, rowid DESC LIMIT ?",
   );
@@ -145,40 +162,66 @@ export function openRunStore(path: string): RunStore {
     "UPDATE runs SET status = 'interrupted', finished_at_ms = ? WHERE status = 'running'",
   );
   let open = true;
+  /** Queued writes by run id, in arrival order; `written` once the start row is in the file. */
+  const queued = new Map<string, QueuedRun>();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+
+  const flush = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    if (queued.size === 0) return;
+    const runs = [...queued.values()];
+    queued.clear();
+    db.exec("BEGIN");
+    try {
+      for (const run of runs) writeRun(run);
+      db.exec("COMMIT");
+    } catch (err) {
+      db.exec("ROLLBACK");
+      throw new IopError("INTERNAL", `Cannot write ${runs.length} runs to the history`, {
+        cause: err,
+      });
+    }
+  };
+  const writeRun = ({ start, outcome, written }: QueuedRun) => {
+    if (!outcome) {
+      insert.run(start.runId, start.adapter, start.target, start.startedAtMs);
+      return;
+    }
+    const values = outcomeValues(outcome);
+    if (written) complete.run(...values, start.runId);
+    else insertFinished.run(start.runId, start.adapter, start.target, start.startedAtMs, ...values);
+  };
+  const schedule = () => {
+    timer ??= setTimeout(flush, WRITE_BEHIND_MS);
+  };
+  const known = (runId: string) => queued.has(runId) || exists.get(runId) !== undefined;
 
   return {
-    startRun({ runId, adapter, target, startedAtMs }) {
-      try {
-        insert.run(runId, adapter, target, startedAtMs);
-      } catch (err) {
-        if (String((err as Error).message).includes("UNIQUE")) {
-          throw new IopError(
-            "INVALID_ARGUMENT",
-            `Cannot start run '${runId}' as it is already recorded`,
-            { cause: err },
-          );
-        }
-        throw err;
+    startRun(start) {
+      if (known(start.runId)) {
+        throw new IopError(
+          "INVALID_ARGUMENT",
+          `Cannot start run '${start.runId}' as it is already recorded`,
+        );
       }
+      queued.set(start.runId, { start, written: false });
+      schedule();
     },
     completeRun(runId: string, outcome: RunOutcome) {
-      const values: SQLInputValue[] = [
-        outcome.status,
-        outcome.finishedAtMs,
-        outcome.firstOutputAtMs ?? null,
-        outcome.usage?.inputTokens ?? null,
-        outcome.usage?.outputTokens ?? null,
-        outcome.error?.code ?? null,
-        outcome.error?.message ?? null,
-        outcome.error === undefined ? null : outcome.error.retryable ? 1 : 0,
-        summary(outcome.outputSummary),
-        outcome.exitCode ?? null,
-        runId,
-      ];
-      const { changes } = complete.run(...values);
-      if (changes === 0) {
+      const run = queued.get(runId);
+      if (run) {
+        run.outcome = outcome;
+      } else if (exists.get(runId) !== undefined) {
+        queued.set(runId, {
+          start: { runId, adapter: "", target: "", startedAtMs: 0 },
+          outcome,
+          written: true,
+        });
+      } else {
         throw new IopError("NOT_FOUND", `Cannot complete run '${runId}' as it was never started`);
       }
+      schedule();
     },
     history(limit: number): RunRecord[] {
       if (!Number.isInteger(limit) || limit < 0) {
@@ -186,15 +229,40 @@ export function openRunStore(path: string): RunStore {
           `Cannot read run history as 'limit' must be a non-negative integer: current value is ${limit}`,
         );
       }
+      flush();
       return (recent.all(limit) as unknown as RunRow[]).map(toRecord);
     },
     markInterrupted(finishedAtMs: number): number {
+      flush();
       return Number(interrupt.run(finishedAtMs).changes);
     },
     close() {
       if (!open) return;
       open = false;
+      flush();
       db.close();
     },
   };
+}
+
+interface QueuedRun {
+  start: { runId: string; adapter: string; target: string; startedAtMs: number };
+  outcome?: RunOutcome;
+  /** The start row is already in the file: the outcome is an UPDATE. */
+  written: boolean;
+}
+
+function outcomeValues(outcome: RunOutcome): SQLInputValue[] {
+  return [
+    outcome.status,
+    outcome.finishedAtMs,
+    outcome.firstOutputAtMs ?? null,
+    outcome.usage?.inputTokens ?? null,
+    outcome.usage?.outputTokens ?? null,
+    outcome.error?.code ?? null,
+    outcome.error?.message ?? null,
+    outcome.error === undefined ? null : outcome.error.retryable ? 1 : 0,
+    summary(outcome.outputSummary),
+    outcome.exitCode ?? null,
+  ];
 }

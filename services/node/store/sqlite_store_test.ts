@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { IopError } from "../../../shared/errors.ts";
-import { openRunStore, OUTPUT_SUMMARY_CHARS, SCHEMA_VERSION } from "./sqlite_store.ts";
+import {
+  openRunStore,
+  OUTPUT_SUMMARY_CHARS,
+  SCHEMA_VERSION,
+  WRITE_BEHIND_MS,
+} from "./sqlite_store.ts";
 
 async function tempDbPath(): Promise<{ path: string } & AsyncDisposable> {
   const dir = await Deno.makeTempDir({ prefix: "iop_run_store_" });
@@ -214,4 +219,49 @@ Deno.test("close is idempotent", () => {
   const store = openRunStore(":memory:");
   store.close();
   store.close();
+});
+
+/** Rows of the file as another process sees them. */
+function rowsOnDisk(path: string): { run_id: string; status: string }[] {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    const rows = db.prepare("SELECT run_id, status FROM runs ORDER BY rowid").all();
+    return rows.map((r) => ({ run_id: String(r.run_id), status: String(r.status) }));
+  } finally {
+    db.close();
+  }
+}
+
+Deno.test("runs are written behind, together, within the write-behind delay", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  for (let i = 0; i < 50; i++) {
+    store.startRun(run(`r${i}`, 1_000 + i));
+    if (i % 2 === 0) {
+      store.completeRun(`r${i}`, { status: "completed", finishedAtMs: 2_000, outputSummary: "" });
+    }
+  }
+  assert.deepEqual(rowsOnDisk(tmp.path), [], "nothing is written on the runs' path");
+  await new Promise((resolve) => setTimeout(resolve, WRITE_BEHIND_MS * 3));
+  const rows = rowsOnDisk(tmp.path);
+  assert.equal(rows.length, 50);
+  assert.equal(rows.filter((r) => r.status === "completed").length, 25);
+  assert.equal(rows.filter((r) => r.status === "running").length, 25);
+  // Runs whose start is already on disk are completed by an update.
+  store.completeRun("r1", { status: "failed", finishedAtMs: 3_000, outputSummary: "" });
+  assert.equal(store.history(100).find((r) => r.runId === "r1")?.status, "failed");
+  store.close();
+});
+
+Deno.test("close writes the queued runs, so a graceful stop loses none", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("queued", 1_000));
+  store.completeRun("queued", { status: "cancelled", finishedAtMs: 1_100, outputSummary: "x" });
+  store.startRun(run("open", 1_200));
+  store.close();
+  assert.deepEqual(rowsOnDisk(tmp.path), [
+    { run_id: "queued", status: "cancelled" },
+    { run_id: "open", status: "running" },
+  ]);
 });
