@@ -13,6 +13,7 @@
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { IopError } from "../../../shared/errors.ts";
+import type { Http1Client, Http1Response } from "./http1_client.ts";
 
 /** The time limits of one model request, in milliseconds; 0 = off. */
 export interface StreamLimits {
@@ -161,7 +162,9 @@ export function redact(text: string, secret: string): string {
 }
 
 /** Reads a backend's error body: `{"error":"…"}`, `{"error":{"message":…}}` or plain text. */
-export async function backendMessage(res: Response): Promise<string> {
+export async function backendMessage(
+  res: { status: number; statusText: string; text(): Promise<string> },
+): Promise<string> {
   const text = (await res.text().catch(() => "")).slice(0, 2000).trim();
   try {
     const body = JSON.parse(text) as { error?: unknown; message?: unknown };
@@ -189,6 +192,8 @@ export function statusError(status: number, message: string): IopError {
 
 /** Options of {@linkcode postJson}. */
 export interface PostOptions {
+  /** The adapter's connection pool. */
+  client: Http1Client;
   headers?: Record<string, string>;
   /** Removed from backend messages before they become errors. */
   secret?: string;
@@ -202,12 +207,11 @@ export async function postJson(
   url: string,
   body: unknown,
   guard: RequestGuard,
-  options: PostOptions = {},
-): Promise<Response> {
-  let res: Response;
+  options: PostOptions,
+): Promise<Http1Response> {
+  let res: Http1Response;
   try {
-    res = await fetch(url, {
-      method: "POST",
+    res = await options.client.post(url, {
       headers: { "content-type": "application/json", ...options.headers },
       body: JSON.stringify(body),
       signal: guard.signal,
@@ -227,85 +231,54 @@ export async function postJson(
   return res;
 }
 
-/** Bytes per read of a streamed body; one buffer per request, reused for every read. */
-const BODY_READ_BYTES = 16 * 1024;
-
 /** How long a body may take to end after its end marker before its connection is dropped. */
 const END_GRACE_MS = 1_000;
 
 /**
- * Reads a streamed body into one reused buffer, handing each chunk to `onChunk` before the next
- * read (so `onChunk` must copy what it keeps), and telling `guard` of each. `onChunk` returns
- * true at the body's end marker (`[DONE]`, Ollama's `done`): the rest of the body is then read
- * for a short grace, so that the connection goes back to the pool, and dropped after it. A body
+ * Reads a streamed body, handing each piece to `onChunk` (a view valid only during the call, so
+ * `onChunk` must copy what it keeps) and telling `guard` of each read. `onChunk` returns true at
+ * the body's end marker (`[DONE]`, Ollama's `done`): the rest of the body is then read for a
+ * short grace, so that the connection goes back to the pool, and dropped after it. A body
  * given up early is cancelled, which closes its connection.
- *
- * A BYOB reader spares the 64 KiB buffer a default reader allocates for every chunk, which
- * dominated a streamed run's cost on the Node.
  */
 export async function readBody(
-  res: Response,
+  res: Http1Response,
   guard: RequestGuard,
   onChunk: (bytes: Uint8Array) => boolean,
 ): Promise<void> {
-  if (!res.body) return;
-  const reader = bodyReader(res.body);
+  let marked = false;
+  const take = (bytes: Uint8Array) => {
+    if (!marked) marked = onChunk(bytes);
+  };
   let finished = false;
   try {
-    while (true) {
-      const { done, value } = await reader.read();
-      if (done) {
+    while (!marked) {
+      if (!(await res.read(take))) {
         finished = true;
         return;
       }
       guard.activity();
-      if (onChunk(value)) {
-        finished = await drained(reader);
-        return;
-      }
     }
+    finished = await drained(res);
   } finally {
     if (!finished) {
       guard.abandon();
-      await res.body.cancel().catch(() => {});
+      res.cancel();
     }
   }
 }
 
-interface BodyReader {
-  read(): Promise<ReadableStreamReadResult<Uint8Array>>;
-}
-
-function bodyReader(body: ReadableStream<Uint8Array>): BodyReader {
-  let byob: ReadableStreamBYOBReader;
-  try {
-    byob = body.getReader({ mode: "byob" });
-  } catch {
-    // Not a byte stream (e.g. a body built in JS): read it chunk by chunk.
-    return body.getReader();
-  }
-  let buffer = new Uint8Array(BODY_READ_BYTES);
-  return {
-    async read() {
-      const result = await byob.read(buffer);
-      // The read transferred the buffer into `value`; the next read reuses its memory.
-      if (result.value) buffer = new Uint8Array(result.value.buffer);
-      return result as ReadableStreamReadResult<Uint8Array>;
-    },
-  };
-}
-
 /** Reads what follows an end marker; true when the body ended within the grace period. */
-async function drained(reader: BodyReader): Promise<boolean> {
+async function drained(res: Http1Response): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<"late">((
     resolve,
   ) => (timer = setTimeout(resolve, END_GRACE_MS, "late")));
   try {
     while (true) {
-      const result = await Promise.race([reader.read(), late]);
-      if (result === "late") return false;
-      if (result.done) return true;
+      const more = await Promise.race([res.read(() => {}).catch(() => false), late]);
+      if (more === "late") return false;
+      if (!more) return true;
     }
   } finally {
     clearTimeout(timer);
@@ -366,7 +339,11 @@ export class SseDecoder {
 }
 
 /** Reads the whole JSON body under `guard`, mapping read failures like a broken stream. */
-export async function readJson(res: Response, guard: RequestGuard, url: string): Promise<unknown> {
+export async function readJson(
+  res: Http1Response,
+  guard: RequestGuard,
+  url: string,
+): Promise<unknown> {
   try {
     return await res.json();
   } catch (err) {

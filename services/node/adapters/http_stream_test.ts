@@ -8,6 +8,7 @@ import {
   SseDecoder,
   statusError,
 } from "./http_stream.ts";
+import { Http1Client } from "./http1_client.ts";
 
 /** `text` as UTF-8 cut into pieces of `size` bytes, so characters split across pieces. */
 function pieces(text: string, size: number): Uint8Array[] {
@@ -56,11 +57,13 @@ Deno.test("readBody stops at the end marker and leaves the connection for the ne
     },
   );
   const url = `http://127.0.0.1:${server.addr.port}/`;
+  const client = new Http1Client();
   for (let round = 0; round < 3; round++) {
     const guard = new RequestGuard(new AbortController().signal, NO_LIMITS);
     const data: string[] = [];
     const decoder = new SseDecoder((event) => data.push(event.data));
-    await readBody(await fetch(url), guard, (bytes) => {
+    const res = await client.post(url, { headers: {}, body: "{}", signal: guard.signal });
+    await readBody(res, guard, (bytes) => {
       decoder.feed(bytes);
       return data.includes("[DONE]");
     });
@@ -68,6 +71,7 @@ Deno.test("readBody stops at the end marker and leaves the connection for the ne
     assert.deepEqual(data, ["a", "b", "[DONE]"]);
     assert.equal(guard.signal.aborted, false, "a whole body is not abandoned");
   }
+  client.close();
   assert.equal(new Set(ports).size, 1, `one connection for every request: ports ${ports}`);
 });
 

@@ -16,6 +16,7 @@ import type {
   HttpModelSettings,
   ToolCall,
 } from "../ports.ts";
+import { Http1Client } from "./http1_client.ts";
 import { LineDecoder, postJson, readBody, readJson, type RequestGuard } from "./http_stream.ts";
 import { baseOf, guardedRun, type ModelAdapterOptions, type RunContext } from "./model_run.ts";
 
@@ -155,12 +156,13 @@ export function createOllamaAdapter(
     metrics: options.metrics,
   };
 
+  const client = new Http1Client();
   const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
     guardedRun(ctx, spec, settings, signal, async (guard) => {
       const stream = spec.wholeAnswer !== true;
       const { path, body } = requestFor(spec, stream);
       const url = base + path;
-      const res = await postJson(url, body, guard);
+      const res = await postJson(url, body, guard, { client });
       const reader = new ChunkReader(sink, guard);
       if (!stream) {
         const result = reader.take(await readJson(res, guard, url) as OllamaChunk);
@@ -219,5 +221,11 @@ export function createOllamaAdapter(
     }
   };
 
-  return { name, kind: "ollama", execute, capabilities };
+  return {
+    name,
+    kind: "ollama",
+    execute,
+    capabilities,
+    close: () => Promise.resolve(client.close()),
+  };
 }

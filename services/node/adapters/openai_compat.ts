@@ -16,6 +16,7 @@ import type {
   ExecutionSpec,
   HttpModelSettings,
 } from "../ports.ts";
+import { Http1Client } from "./http1_client.ts";
 import {
   postJson,
   readBody,
@@ -180,6 +181,7 @@ export function createOpenAICompatAdapter(
     logger: options.logger ?? createLogger(`node.adapter.${kind}`).with({ adapter: name }),
     metrics: options.metrics,
   };
+  const client = new Http1Client();
   const headers = (): Record<string, string> => {
     const key = apiKeyOf(settings);
     return key === "" ? {} : { authorization: `Bearer ${key}` };
@@ -191,6 +193,7 @@ export function createOpenAICompatAdapter(
       const stream = spec.wholeAnswer !== true;
       const url = `${root}/v1/chat/completions`;
       const res = await postJson(url, requestBody(spec, stream), guard, {
+        client,
         headers: headers(),
         secret,
       });
@@ -267,7 +270,7 @@ export function createOpenAICompatAdapter(
     }
   };
 
-  return { name, kind, execute, capabilities };
+  return { name, kind, execute, capabilities, close: () => Promise.resolve(client.close()) };
 }
 
 function message(err: unknown): string {
