@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { Http1Client, Http1Error, type Http1Response } from "./http1_client.ts";
 
 /** A raw TCP server that answers each request on a connection with the next scripted reply. */
-async function rawServer(
+function rawServer(
   replies: (string | Uint8Array)[][],
   options: { closeAfterEach?: boolean } = {},
 ) {
@@ -57,7 +57,7 @@ const post = (client: Http1Client, url: string, signal = new AbortController().s
   client.post(url, { headers: { "content-type": "application/json" }, body: '{"a":"é"}', signal });
 
 Deno.test("Http1Client sends the request line, host, headers and body length in bytes", async () => {
-  await using server = await rawServer([["HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]]);
+  await using server = rawServer([["HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]]);
   const client = new Http1Client();
   const res = await post(client, server.url);
   assert.equal(await res.text(), "ok");
@@ -74,7 +74,7 @@ Deno.test("Http1Client decodes chunked bodies cut at any byte and reuses the con
     "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nx-trailer: t\r\n\r\n";
   const bytes = new TextEncoder().encode(wire);
   const cuts = [1, 3, 7, bytes.length];
-  await using server = await rawServer(
+  await using server = rawServer(
     cuts.map((size) =>
       Array.from(
         { length: Math.ceil(bytes.length / size) },
@@ -93,7 +93,7 @@ Deno.test("Http1Client decodes chunked bodies cut at any byte and reuses the con
 });
 
 Deno.test("Http1Client reads a body framed by the connection's end and does not reuse it", async () => {
-  await using server = await rawServer(
+  await using server = rawServer(
     [["HTTP/1.1 500 Boom\r\nconnection: close\r\n\r\n", "bad"]],
     {
       closeAfterEach: true,
@@ -110,7 +110,7 @@ Deno.test("Http1Client reads a body framed by the connection's end and does not 
 });
 
 Deno.test("Http1Client sends again on a new connection when a kept-alive one was closed", async () => {
-  await using server = await rawServer([["HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n1"]], {
+  await using server = rawServer([["HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n1"]], {
     closeAfterEach: true,
   });
   const client = new Http1Client();
@@ -150,7 +150,7 @@ Deno.test("Http1Client: an abort mid-body closes the connection and rejects with
 });
 
 Deno.test("Http1Client refuses a malformed status line and a head over 64 KiB", async () => {
-  await using server = await rawServer([
+  await using server = rawServer([
     ["SMTP ready\r\n\r\n"],
     ["HTTP/1.1 200 OK\r\nx: " + "a".repeat(70 * 1024) + "\r\n\r\n"],
   ], { closeAfterEach: true });
