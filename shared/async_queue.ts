@@ -37,6 +37,13 @@ export class AsyncQueue<T> implements BatchStream<T> {
     return this.#ended;
   }
 
+  /** Removes and returns what is buffered now, without waiting. */
+  takeAll(): T[] {
+    const items = this.#items;
+    this.#items = [];
+    return items;
+  }
+
   async nextBatch(): Promise<T[] | undefined> {
     while (this.#items.length === 0) {
       if (this.#ended) return undefined;
@@ -62,33 +69,8 @@ export class AsyncQueue<T> implements BatchStream<T> {
   }
 }
 
-/** The stream `rest` with `head` in front of it; `head` is delivered as the first batch. */
-export function prepended<T>(head: T[], rest: BatchStream<T>): BatchStream<T> {
-  let first: T[] | undefined = head.length > 0 ? head : undefined;
-  const stream: BatchStream<T> = {
-    nextBatch() {
-      const batch = first;
-      first = undefined;
-      return batch ? Promise.resolve(batch) : rest.nextBatch();
-    },
-    [Symbol.asyncIterator]: () => itemsOf(stream),
-  };
-  return stream;
-}
-
-/**
- * The items of `stream` one by one; `beforeWait` runs each time the current batch is used up,
- * before waiting for the next one (a consumer flushes what it made of the batch there).
- */
-export function itemsWithPause<T>(
-  stream: BatchStream<T>,
-  beforeWait: () => void,
-): AsyncIterable<T> {
-  return { [Symbol.asyncIterator]: () => itemsOf(stream, beforeWait) };
-}
-
 /** An iterator over a batch stream's items, one `nextBatch` per batch rather than per item. */
-function itemsOf<T>(stream: BatchStream<T>, beforeWait?: () => void): AsyncIterator<T> {
+function itemsOf<T>(stream: BatchStream<T>): AsyncIterator<T> {
   let batch: T[] = [];
   let index = 0;
   let done = false;
@@ -96,7 +78,6 @@ function itemsOf<T>(stream: BatchStream<T>, beforeWait?: () => void): AsyncItera
     async next(): Promise<IteratorResult<T>> {
       while (index >= batch.length) {
         if (done) return { done: true, value: undefined };
-        beforeWait?.();
         const next = await stream.nextBatch();
         if (next === undefined) {
           done = true;

@@ -20,6 +20,7 @@ export class ActiveRun implements RunHandle {
   firstOutputAtMs = 0;
   #lastSeq = 0;
   readonly #queue = new AsyncQueue<RunEvent>();
+  #listener: ((event: RunEvent) => void) | undefined;
   readonly #done = Promise.withResolvers<TerminalRunEvent>();
   readonly #cancel: (reason: string) => void;
   #finished = false;
@@ -39,6 +40,12 @@ export class ActiveRun implements RunHandle {
   /** Events in order, ending after the terminal one. */
   events(): BatchStream<RunEvent> {
     return this.#queue;
+  }
+
+  /** Delivers events to `listener` from now on, starting with those not read yet. */
+  subscribe(listener: (event: RunEvent) => void): void {
+    this.#listener = listener;
+    for (const event of this.#queue.takeAll()) listener(event);
   }
 
   /** Settles with the terminal event. */
@@ -63,7 +70,8 @@ export class ActiveRun implements RunHandle {
     if (event.type === "output" && this.firstOutputAtMs === 0) {
       this.firstOutputAtMs = event.timestampMs;
     }
-    this.#queue.push(event);
+    if (this.#listener) this.#listener(event);
+    else this.#queue.push(event);
     if (!isTerminal(event)) return "accepted";
     this.#finished = true;
     this.#queue.end();

@@ -36,6 +36,11 @@ export interface RunHandle {
    * batches (everything that arrived together). One consumer only.
    */
   events(): BatchStream<RunEvent>;
+  /**
+   * Delivers every event to `listener` as it arrives, synchronously, instead of through
+   * `events()` (events that arrived before are delivered at once). Use one or the other.
+   */
+  subscribe(listener: (event: RunEvent) => void): void;
   /** Settles with the terminal event (never rejects). */
   readonly done: Promise<TerminalRunEvent>;
   /** Asks the node to cancel; the run ends with a `cancelled` event. */

@@ -199,4 +199,4 @@ async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
 }
 
 /** Bytes read per socket read; the decoder copies what it keeps, so one buffer serves a link. */
-const READ_CHUNK_BYTES = 16 * 1024;
+const READ_CHUNK_BYTES = 8 * 1024;

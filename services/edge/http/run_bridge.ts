@@ -6,8 +6,14 @@
  * @module
  */
 import { type ErrorCode, IopError, isErrorCode } from "../../../shared/errors.ts";
-import { type BatchStream, itemsWithPause, prepended } from "../../../shared/async_queue.ts";
-import type { FinishReason, RunEvent, ToolCall, Usage } from "../../../shared/run.ts";
+import { AsyncQueue } from "../../../shared/async_queue.ts";
+import {
+  type FinishReason,
+  isTerminal,
+  type RunEvent,
+  type ToolCall,
+  type Usage,
+} from "../../../shared/run.ts";
 import type { RunHandle, RunSubmission } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
 
@@ -34,11 +40,49 @@ export function httpStatusOf(code: string): number {
   }
 }
 
+/**
+ * The events of a started run: buffered (and readable one by one, for a whole answer) until a
+ * streaming body attaches, then handed to it as they arrive.
+ */
+export class RunTap extends AsyncQueue<RunEvent> {
+  readonly #answering = Promise.withResolvers<void>();
+  #started = false;
+  #consumer: ((event: RunEvent) => void) | undefined;
+
+  /** Resolves at the first output, tool call or completion; rejects if the run failed first. */
+  get answering(): Promise<void> {
+    return this.#answering.promise;
+  }
+
+  override push(event: RunEvent): void {
+    if (!this.#started) {
+      const failure = errorOf(event);
+      if (failure) {
+        this.#answering.reject(failure);
+        return;
+      }
+      if (event.type === "output" || event.type === "tool_call" || event.type === "completed") {
+        this.#started = true;
+        this.#answering.resolve();
+      }
+    }
+    if (this.#consumer) this.#consumer(event);
+    else super.push(event);
+    if (isTerminal(event)) this.end();
+  }
+
+  /** Hands every event to `consumer` from now on, starting with the buffered ones. */
+  attach(consumer: (event: RunEvent) => void): void {
+    this.#consumer = consumer;
+    for (const event of this.takeAll()) consumer(event);
+  }
+}
+
 /** A started run whose first events were already read. */
 export interface StartedRun {
   handle: RunHandle;
   /** Every event of the run in order, including those read while starting. */
-  events: BatchStream<RunEvent>;
+  events: RunTap;
 }
 
 /**
@@ -52,22 +96,10 @@ export async function startRun(
   signal: AbortSignal,
 ): Promise<StartedRun> {
   const handle = await service.submitRun(submission, { signal });
-  const events = handle.events();
-  const head: RunEvent[] = [];
-  let answering = false;
-  while (!answering) {
-    const batch = await events.nextBatch();
-    if (batch === undefined) break;
-    for (const event of batch) {
-      // A failure after the answer began belongs to the answer (its stream ends with it).
-      const failure = answering ? undefined : errorOf(event);
-      if (failure) throw failure;
-      head.push(event);
-      answering ||= event.type === "output" || event.type === "tool_call" ||
-        event.type === "completed";
-    }
-  }
-  return { handle, events: prepended(head, events) };
+  const events = new RunTap();
+  handle.subscribe((event) => events.push(event));
+  await events.answering;
+  return { handle, events };
 }
 
 function toCode(code: string): ErrorCode {
@@ -152,63 +184,72 @@ export async function collectAnswer(events: AsyncIterable<RunEvent>): Promise<Ru
 }
 
 /**
- * A response body streamed from the texts `produce` makes of the run's events. Everything made
- * of one batch of events (what arrived together) leaves as one chunk, so a burst of deltas
- * costs one write, not one per delta. The producer is advanced only while the body's reader
- * wants more (backpressure); when the client goes away the run is cancelled. `onEnd` runs once
- * either way.
+ * Writes a streamed answer: it receives the run's events through `next(event)` and writes the
+ * response's text to `out`; it returns once the answer is complete.
+ */
+export type AnswerWriter = (out: (text: string) => void) => Generator<void, void, RunEvent>;
+
+/**
+ * A response body written by `write` as the run's events arrive. Each event is handled as soon
+ * as its frame is read, and what one socket read produced leaves as one chunk (flushed after
+ * the current task), so a burst of deltas costs one write, not one per delta. When the client
+ * goes away the run is cancelled. `onEnd` runs once either way.
  */
 export function streamBody(
-  events: BatchStream<RunEvent>,
-  produce: (events: AsyncIterable<RunEvent>) => AsyncGenerator<string>,
-  handle: RunHandle,
+  run: StartedRun,
+  write: AnswerWriter,
   onEnd: () => void,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
-  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
   let pending = "";
-  let ended = false;
-  let flushed = false;
+  let scheduled = false;
+  let closed = false;
+  let controller: ReadableStreamDefaultController<Uint8Array>;
   const flush = () => {
-    if (pending === "" || ended) return;
-    controller?.enqueue(encoder.encode(pending));
+    scheduled = false;
+    if (pending === "" || closed) return;
+    controller.enqueue(encoder.encode(pending));
     pending = "";
-    flushed = true;
   };
-  const end = () => {
-    if (ended) return;
-    ended = true;
+  const out = (text: string) => {
+    pending += text;
+    if (!scheduled) {
+      scheduled = true;
+      queueMicrotask(flush);
+    }
+  };
+  const finish = (err?: unknown) => {
+    if (closed) return;
+    flush();
+    closed = true;
     onEnd();
+    if (err === undefined) controller.close();
+    else controller.error(err);
   };
-  const chunks = produce(itemsWithPause(events, flush));
   return new ReadableStream<Uint8Array>({
     start(c) {
       controller = c;
-    },
-    async pull(c) {
-      // A pull that enqueues nothing is not called again, so advance until a batch was flushed.
-      flushed = false;
+      const writer = write(out);
       try {
-        while (!flushed) {
-          const next = await chunks.next();
-          if (!next.done) {
-            pending += next.value;
-            continue;
-          }
-          flush();
-          end();
-          c.close();
-          return;
-        }
+        writer.next();
       } catch (err) {
-        end();
-        c.error(err);
+        finish(err);
+        return;
       }
+      run.events.attach((event) => {
+        if (closed) return;
+        try {
+          if (writer.next(event).done) finish();
+        } catch (err) {
+          finish(err);
+        }
+      });
     },
     cancel() {
-      handle.cancel("client went away");
-      end();
-      void chunks.return(undefined);
+      if (closed) return;
+      closed = true;
+      run.handle.cancel("client went away");
+      onEnd();
     },
   });
 }

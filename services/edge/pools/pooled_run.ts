@@ -18,6 +18,7 @@ export type Retry = (lostNodeId: string, signal: AbortSignal) => Promise<RunHand
 export class PooledRun implements RunHandle {
   #current: RunHandle;
   readonly #queue = new AsyncQueue<RunEvent>();
+  #listener: ((event: RunEvent) => void) | undefined;
   readonly #done = Promise.withResolvers<TerminalRunEvent>();
   #cancelReason: string | undefined;
   /** Aborts a retry still waiting in the pool's queue. */
@@ -25,7 +26,7 @@ export class PooledRun implements RunHandle {
 
   constructor(first: RunHandle, retry: Retry) {
     this.#current = first;
-    void this.#pump(retry);
+    this.#follow(first, retry, false);
   }
 
   /** Id of the current attempt. */
@@ -65,44 +66,52 @@ export class PooledRun implements RunHandle {
     this.#retryAbort?.abort();
   }
 
-  async #pump(retry: Retry): Promise<void> {
-    let retried = false;
-    while (true) {
-      let produced = false;
-      let terminal: TerminalRunEvent | undefined;
-      const events = this.#current.events();
-      // Batch by batch, so the consumer wakes once for everything that arrived together.
-      while (terminal === undefined) {
-        const batch = await events.nextBatch();
-        if (batch === undefined) break;
-        for (const event of batch) {
-          if (isTerminal(event)) {
-            terminal = event;
-            break;
-          }
-          if (event.type === "output" || event.type === "tool_call") produced = true;
-          this.#queue.push(event);
-        }
+  /** Delivers events to `listener` from now on, starting with those not read yet. */
+  subscribe(listener: (event: RunEvent) => void): void {
+    this.#listener = listener;
+    for (const event of this.#queue.takeAll()) listener(event);
+  }
+
+  #emit(event: RunEvent): void {
+    if (this.#listener) this.#listener(event);
+    else this.#queue.push(event);
+  }
+
+  /** Follows `attempt` synchronously; its terminal event either ends this run or retries it. */
+  #follow(attempt: RunHandle, retry: Retry, retried: boolean): void {
+    let produced = false;
+    attempt.subscribe((event) => {
+      if (!isTerminal(event)) {
+        if (event.type === "output" || event.type === "tool_call") produced = true;
+        this.#emit(event);
+        return;
       }
-      terminal ??= await this.#current.done;
-      const lostEarly = terminal.type === "failed" && terminal.code === "NODE_LOST" && !produced;
+      const lostEarly = event.type === "failed" && event.code === "NODE_LOST" && !produced;
       if (lostEarly && !retried && this.#cancelReason === undefined) {
-        retried = true;
-        this.#retryAbort = new AbortController();
-        const next = await retry(this.#current.nodeId, this.#retryAbort.signal)
-          .catch(() => undefined);
-        this.#retryAbort = undefined;
-        if (next) {
-          this.#current = next;
-          // A cancel that arrived while the retry was being dispatched still applies.
-          if (this.#cancelReason !== undefined) next.cancel(this.#cancelReason);
-          continue;
-        }
+        void this.#retry(event, retry);
+        return;
       }
-      this.#queue.push(terminal);
-      this.#queue.end();
-      this.#done.resolve(terminal);
+      this.#end(event);
+    });
+  }
+
+  async #retry(lost: TerminalRunEvent, retry: Retry): Promise<void> {
+    this.#retryAbort = new AbortController();
+    const next = await retry(this.#current.nodeId, this.#retryAbort.signal).catch(() => undefined);
+    this.#retryAbort = undefined;
+    if (!next) {
+      this.#end(lost);
       return;
     }
+    this.#current = next;
+    // A cancel that arrived while the retry was being dispatched still applies.
+    if (this.#cancelReason !== undefined) next.cancel(this.#cancelReason);
+    this.#follow(next, retry, true);
+  }
+
+  #end(terminal: TerminalRunEvent): void {
+    this.#emit(terminal);
+    this.#queue.end();
+    this.#done.resolve(terminal);
   }
 }

@@ -112,9 +112,8 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
       return c.json(ollamaAnswer(kind, req.model, answer, startedNs));
     }
     const body = streamBody(
-      started.events,
-      (events) => ollamaLines(kind, req.model, events, startedNs, meter),
-      started.handle,
+      started,
+      (out) => ollamaLines(kind, req.model, startedNs, meter, out),
       meter.streamEnded,
     );
     return new Response(body, { headers: { "content-type": "application/x-ndjson" } });

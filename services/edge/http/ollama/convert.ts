@@ -155,14 +155,17 @@ export function ollamaAnswer(
   return { ...head, ...finalFields(answer.usage, startedNs, reason) };
 }
 
-/** NDJSON lines of a streamed answer; a failure is one more `{"error":…}` line. */
-export async function* ollamaLines(
+/**
+ * NDJSON lines of a streamed answer, written to `out` as the run's events are passed in with
+ * `next(event)`; a failure is one more `{"error":…}` line.
+ */
+export function* ollamaLines(
   kind: "chat" | "generate",
   model: string,
-  events: AsyncIterable<RunEvent>,
   startedNs: number,
   meter: RequestMeter,
-): AsyncGenerator<string> {
+  out: (text: string) => void,
+): Generator<void, void, RunEvent> {
   const line = (fields: Record<string, unknown>, piece: string) => {
     const out: Record<string, unknown> = { model, created_at: new Date().toISOString() };
     if (kind === "chat") out.message = { role: "assistant", content: piece };
@@ -171,7 +174,8 @@ export async function* ollamaLines(
   };
   const tools = new ToolCallAccumulator();
   let usage: Usage = { inputTokens: 0, outputTokens: 0 };
-  for await (const event of events) {
+  while (true) {
+    const event = yield;
     switch (event.type) {
       case "usage":
         usage = event.usage;
@@ -179,7 +183,7 @@ export async function* ollamaLines(
       case "output":
         if (event.text === "") break;
         meter.firstToken();
-        yield line({ done: false }, event.text);
+        out(line({ done: false }, event.text));
         break;
       case "tool_call":
         meter.firstToken();
@@ -188,7 +192,7 @@ export async function* ollamaLines(
       case "completed": {
         const toolCalls = tools.calls();
         if (toolCalls.length > 0 && kind === "chat") {
-          yield `${
+          out(`${
             JSON.stringify({
               model,
               created_at: new Date().toISOString(),
@@ -199,17 +203,17 @@ export async function* ollamaLines(
               },
               done: false,
             })
-          }\n`;
+          }\n`);
         }
         const final = event.usage ?? usage;
         meter.usage(final.inputTokens, final.outputTokens);
         const reason = event.finishReason === "length" ? "length" : "stop";
-        yield line(finalFields(final, startedNs, reason), "");
+        out(line(finalFields(final, startedNs, reason), ""));
         return;
       }
       case "failed":
       case "cancelled":
-        yield `${JSON.stringify({ error: errorOf(event)!.message })}\n`;
+        out(`${JSON.stringify({ error: errorOf(event)!.message })}\n`);
         return;
     }
   }

@@ -96,9 +96,8 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
       return c.json(chatCompletion(req.model, answer));
     }
     const body = streamBody(
-      run.events,
-      (events) => chatChunks(req.model, req.includeUsage, events, meter),
-      run.handle,
+      run,
+      (out) => chatChunks(req.model, req.includeUsage, meter, out),
       meter.streamEnded,
     );
     return new Response(body, { headers: SSE_HEADERS });
@@ -116,12 +115,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
       meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
       return c.json(responseObject(req, answer));
     }
-    const body = streamBody(
-      run.events,
-      (events) => responseEvents(req, events, meter),
-      run.handle,
-      meter.streamEnded,
-    );
+    const body = streamBody(run, (out) => responseEvents(req, meter, out), meter.streamEnded);
     return new Response(body, { headers: SSE_HEADERS });
   });
 

@@ -172,13 +172,16 @@ export function chatCompletion(model: string, answer: RunAnswer): Record<string,
   };
 }
 
-/** The SSE frames of a streamed completion, from the run's events. */
-export async function* chatChunks(
+/**
+ * The SSE frames of a streamed completion: written to `out` as the run's events are passed in
+ * with `next(event)`; the generator returns after the frame that ends the stream.
+ */
+export function* chatChunks(
   model: string,
   includeUsage: boolean,
-  events: AsyncIterable<RunEvent>,
   meter: RequestMeter,
-): AsyncGenerator<string> {
+  out: (text: string) => void,
+): Generator<void, void, RunEvent> {
   const id = completionId();
   const created = Math.floor(Date.now() / 1000);
   const frame = (choices: unknown[], usage?: unknown) => {
@@ -195,10 +198,11 @@ export async function* chatChunks(
   };
   const delta = (d: Record<string, unknown>, finish: string | null = null) =>
     frame([{ index: 0, delta: d, logprobs: null, finish_reason: finish }]);
-  yield delta({ role: "assistant", content: "" });
+  out(delta({ role: "assistant", content: "" }));
   const seen = new Set<number>();
   let lastUsage: Usage = { inputTokens: 0, outputTokens: 0 };
-  for await (const event of events) {
+  while (true) {
+    const event = yield;
     switch (event.type) {
       case "usage":
         lastUsage = event.usage;
@@ -206,7 +210,7 @@ export async function* chatChunks(
       case "output":
         if (event.text === "") break;
         meter.firstToken();
-        yield delta({ content: event.text });
+        out(delta({ content: event.text }));
         break;
       case "tool_call": {
         meter.firstToken();
@@ -221,20 +225,20 @@ export async function* chatChunks(
         } else {
           call.function = { arguments: c.arguments };
         }
-        yield delta({ tool_calls: [call] });
+        out(delta({ tool_calls: [call] }));
         break;
       }
       case "completed": {
         const usage = event.usage ?? lastUsage;
         meter.usage(usage.inputTokens, usage.outputTokens);
-        yield delta({}, seen.size > 0 ? "tool_calls" : event.finishReason);
-        if (includeUsage) yield frame([], usageOf(usage));
-        yield "data: [DONE]\n\n";
+        out(delta({}, seen.size > 0 ? "tool_calls" : event.finishReason));
+        if (includeUsage) out(frame([], usageOf(usage)));
+        out("data: [DONE]\n\n");
         return;
       }
       case "failed":
       case "cancelled":
-        yield `data: ${JSON.stringify(openaiError(errorOf(event)).body)}\n\n`;
+        out(`data: ${JSON.stringify(openaiError(errorOf(event)).body)}\n\n`);
         return;
     }
   }

@@ -188,18 +188,21 @@ export function responseObject(req: ResponsesRequest, answer: RunAnswer): Record
   });
 }
 
-/** The SSE events of a streamed response, from the run's events. */
-export async function* responseEvents(
+/**
+ * The SSE events of a streamed response, written to `out` as the run's events are passed in
+ * with `next(event)`; the generator returns after the event that ends the response.
+ */
+export function* responseEvents(
   req: ResponsesRequest,
-  events: AsyncIterable<RunEvent>,
   meter: RequestMeter,
-): AsyncGenerator<string> {
+  out: (text: string) => void,
+): Generator<void, void, RunEvent> {
   const shell = new ResponseShell(req);
   let seq = 0;
   const emit = (type: string, data: Record<string, unknown>) =>
-    `event: ${type}\ndata: ${JSON.stringify({ type, ...data, sequence_number: seq++ })}\n\n`;
-  yield emit("response.created", { response: shell.build("in_progress", []) });
-  yield emit("response.in_progress", { response: shell.build("in_progress", []) });
+    out(`event: ${type}\ndata: ${JSON.stringify({ type, ...data, sequence_number: seq++ })}\n\n`);
+  emit("response.created", { response: shell.build("in_progress", []) });
+  emit("response.in_progress", { response: shell.build("in_progress", []) });
 
   const output: unknown[] = [];
   const msgId = hexId("msg");
@@ -207,30 +210,30 @@ export async function* responseEvents(
   let opened = false;
   const tools = new ToolCallAccumulator();
   let usage: Usage = { inputTokens: 0, outputTokens: 0 };
-  function* open(): Generator<string> {
+  const open = () => {
     if (opened) return;
     opened = true;
-    yield emit("response.output_item.added", {
+    emit("response.output_item.added", {
       output_index: 0,
       item: messageItem(msgId, "in_progress", []),
     });
-    yield emit("response.content_part.added", {
+    emit("response.content_part.added", {
       item_id: msgId,
       output_index: 0,
       content_index: 0,
       part: textPart(""),
     });
-  }
-  function* close(): Generator<string> {
+  };
+  const close = () => {
     if (!opened) return;
-    yield emit("response.output_text.done", {
+    emit("response.output_text.done", {
       item_id: msgId,
       output_index: 0,
       content_index: 0,
       text,
       logprobs: [],
     });
-    yield emit("response.content_part.done", {
+    emit("response.content_part.done", {
       item_id: msgId,
       output_index: 0,
       content_index: 0,
@@ -238,10 +241,11 @@ export async function* responseEvents(
     });
     const item = messageItem(msgId, "completed", [textPart(text)]);
     output.push(item);
-    yield emit("response.output_item.done", { output_index: 0, item });
-  }
+    emit("response.output_item.done", { output_index: 0, item });
+  };
 
-  for await (const event of events) {
+  while (true) {
+    const event = yield;
     switch (event.type) {
       case "usage":
         usage = event.usage;
@@ -249,9 +253,9 @@ export async function* responseEvents(
       case "output":
         if (event.text === "") break;
         meter.firstToken();
-        yield* open();
+        open();
         text += event.text;
-        yield emit("response.output_text.delta", {
+        emit("response.output_text.delta", {
           item_id: msgId,
           output_index: 0,
           content_index: 0,
@@ -265,18 +269,18 @@ export async function* responseEvents(
         break;
       case "completed": {
         const calls = tools.calls();
-        if (calls.length === 0) yield* open();
-        yield* close();
+        if (calls.length === 0) open();
+        close();
         for (const call of calls) {
           const index = output.length;
           const added = functionItem(call, "in_progress", "");
-          yield emit("response.output_item.added", { output_index: index, item: added });
-          yield emit("response.function_call_arguments.delta", {
+          emit("response.output_item.added", { output_index: index, item: added });
+          emit("response.function_call_arguments.delta", {
             item_id: added.id,
             output_index: index,
             delta: call.arguments,
           });
-          yield emit("response.function_call_arguments.done", {
+          emit("response.function_call_arguments.done", {
             item_id: added.id,
             output_index: index,
             name: call.name,
@@ -284,19 +288,19 @@ export async function* responseEvents(
           });
           const done = { ...added, status: "completed", arguments: call.arguments };
           output.push(done);
-          yield emit("response.output_item.done", { output_index: index, item: done });
+          emit("response.output_item.done", { output_index: index, item: done });
         }
         const final = event.usage ?? usage;
         meter.usage(final.inputTokens, final.outputTokens);
         if (event.finishReason === "length" && calls.length === 0) {
-          yield emit("response.incomplete", {
+          emit("response.incomplete", {
             response: shell.build("incomplete", output, {
               usage: final,
               incomplete: "max_output_tokens",
             }),
           });
         } else {
-          yield emit("response.completed", {
+          emit("response.completed", {
             response: shell.build("completed", output, { usage: final }),
           });
         }
@@ -309,7 +313,7 @@ export async function* responseEvents(
           code: err.code === "OVERLOADED" ? "rate_limit_exceeded" : "server_error",
           message: err.message,
         };
-        yield emit("response.failed", { response: shell.build("failed", output, { error }) });
+        emit("response.failed", { response: shell.build("failed", output, { error }) });
         return;
       }
     }
