@@ -21,11 +21,42 @@ export const ERROR_CODES = [
 /** One of {@linkcode ERROR_CODES}. */
 export type ErrorCode = typeof ERROR_CODES[number];
 
-const RETRYABLE_BY_DEFAULT: ReadonlySet<ErrorCode> = new Set([
-  "OVERLOADED",
-  "UNAVAILABLE",
-  "NODE_LOST",
-]);
+/** What one error code means to whoever receives it. */
+export interface ErrorKind {
+  /** A retry of the same idempotent operation may succeed (the default of `retryable`). */
+  retryable: boolean;
+  /** Status of an HTTP answer carrying this error. */
+  httpStatus: number;
+  /** The `error.code` of an OpenAI-shaped answer. */
+  openaiCode: string;
+}
+
+/**
+ * Every error code's meaning, in one table: the compiler refuses a code without its row, so a
+ * new code cannot reach a surface without a status, or a peer without a retry rule.
+ */
+export const ERROR_KINDS = {
+  INVALID_ARGUMENT: { retryable: false, httpStatus: 400, openaiCode: "invalid_argument" },
+  NOT_FOUND: { retryable: false, httpStatus: 404, openaiCode: "model_not_found" },
+  UNAUTHENTICATED: { retryable: false, httpStatus: 401, openaiCode: "invalid_api_key" },
+  OVERLOADED: { retryable: true, httpStatus: 429, openaiCode: "rate_limit_exceeded" },
+  UNAVAILABLE: { retryable: true, httpStatus: 503, openaiCode: "unavailable" },
+  TIMEOUT: { retryable: false, httpStatus: 504, openaiCode: "timeout" },
+  CANCELLED: { retryable: false, httpStatus: 499, openaiCode: "cancelled" },
+  BACKEND_ERROR: { retryable: false, httpStatus: 500, openaiCode: "backend_error" },
+  NODE_LOST: { retryable: true, httpStatus: 503, openaiCode: "node_lost" },
+  INTERNAL: { retryable: false, httpStatus: 500, openaiCode: "internal" },
+} as const satisfies Record<ErrorCode, ErrorKind>;
+
+/** The meaning of `code`; a code this build does not know reads as INTERNAL. */
+export function errorKind(code: string): ErrorKind {
+  return isErrorCode(code) ? ERROR_KINDS[code] : ERROR_KINDS.INTERNAL;
+}
+
+/** The HTTP status of an error code. */
+export function httpStatusOf(code: string): number {
+  return errorKind(code).httpStatus;
+}
 
 /** Options for {@linkcode IopError}. */
 export interface IopErrorOptions {
@@ -46,7 +77,7 @@ export class IopError extends Error {
     super(message, { cause: options.cause });
     this.name = "IopError";
     this.code = code;
-    this.retryable = options.retryable ?? RETRYABLE_BY_DEFAULT.has(code);
+    this.retryable = options.retryable ?? ERROR_KINDS[code].retryable;
     this.exitCode = options.exitCode;
   }
 }
@@ -67,4 +98,16 @@ export function toIopError(err: unknown, fallback: ErrorCode = "INTERNAL"): IopE
 /** Returns true for codes that are a known IOP error code. */
 export function isErrorCode(code: string): code is ErrorCode {
   return (ERROR_CODES as readonly string[]).includes(code);
+}
+
+/** OVERLOADED with the number of seconds after which a retry may be admitted. */
+export class OverloadedError extends IopError {
+  /** Seconds a client should wait before retrying (HTTP `Retry-After`). */
+  readonly retryAfterSeconds: number;
+
+  constructor(message: string, retryAfterSeconds: number) {
+    super("OVERLOADED", message);
+    this.name = "OverloadedError";
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
 }

@@ -14,7 +14,7 @@ import {
   EdgeCommandResultSchema,
   type EdgeSelector,
 } from "../../proto/gen/iop/v1/control_pb.ts";
-import { IopError } from "../../shared/errors.ts";
+import { type ErrorCode, errorKind, IopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { AuditEdgeResult, AuditLog } from "./ports.ts";
 import type { EdgeRegistry } from "./registry.ts";
@@ -207,7 +207,7 @@ export class CommandCenter {
     this.#timers.clear();
   }
 
-  #fail(command: FleetCommand, edgeId: string, code: string, message: string): void {
+  #fail(command: FleetCommand, edgeId: string, code: ErrorCode, message: string): void {
     this.#settle(
       command,
       edgeId,
@@ -215,7 +215,7 @@ export class CommandCenter {
         commandId: command.commandId,
         status: "failed",
         summary: message,
-        error: { code, message, retryable: code === "UNAVAILABLE" || code === "TIMEOUT" },
+        error: { code, message, retryable: errorKind(code).retryable },
       }),
     );
   }

@@ -2,7 +2,7 @@
  * What every public surface does with a request once it is parsed: submit it as a run through
  * the service layer (tied to the client's connection), hold back the response until the run
  * produced its first output or failed (so an early failure still gets a proper HTTP status),
- * and fold the run's events into an answer. Also maps IopError codes to HTTP statuses.
+ * and fold the run's events into an answer.
  * @module
  */
 import { type ErrorCode, IopError, isErrorCode } from "../../../shared/errors.ts";
@@ -16,29 +16,6 @@ import {
 } from "../../../shared/run.ts";
 import type { RunHandle, RunSubmission } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
-
-/** The HTTP status of an error code. */
-export function httpStatusOf(code: string): number {
-  switch (code) {
-    case "INVALID_ARGUMENT":
-      return 400;
-    case "UNAUTHENTICATED":
-      return 401;
-    case "NOT_FOUND":
-      return 404;
-    case "OVERLOADED":
-      return 429;
-    case "CANCELLED":
-      return 499;
-    case "UNAVAILABLE":
-    case "NODE_LOST":
-      return 503;
-    case "TIMEOUT":
-      return 504;
-    default:
-      return 500;
-  }
-}
 
 /**
  * The events of a started run: buffered (and readable one by one, for a whole answer) until a

@@ -9,7 +9,6 @@ import type { Logger } from "../../../shared/log.ts";
 import { createA2aSurface } from "../a2a/surface.ts";
 import type { A2aTaskManager } from "../a2a/task_manager.ts";
 import type { EdgeService } from "../service.ts";
-import { createPoolMetrics } from "../pools/pool_metrics.ts";
 import { apiKeyAuth } from "./auth.ts";
 import { createHttpMetrics } from "./http_metrics.ts";
 import { createOllamaApp } from "./ollama/app.ts";
@@ -38,7 +37,6 @@ export function mountSurfaces(app: Hono, deps: SurfaceDeps): void {
  */
 function mountModelApis(app: Hono, deps: SurfaceDeps): void {
   const metrics = createHttpMetrics(deps.registry);
-  deps.service.pools.attachMetrics(createPoolMetrics(deps.registry));
   app.route("/v1", createOpenAIApp({ service: deps.service, metrics }));
   app.route("/api", createOllamaApp({ service: deps.service, metrics }));
   app.get("/", (c) => c.text("Ollama is running"));

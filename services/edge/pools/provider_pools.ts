@@ -6,7 +6,7 @@
  * routes never queue.
  * @module
  */
-import { IopError, toIopError } from "../../../shared/errors.ts";
+import { IopError, OverloadedError, toIopError } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import type { EdgeConfig } from "../config.ts";
 import type { NodeSession } from "../nodes/registry.ts";
@@ -17,18 +17,6 @@ import { PooledRun } from "./pooled_run.ts";
 
 /** Queue limits of a model group without a `models` entry. */
 const DEFAULT_QUEUE = { maxLength: 64, maxWaitMs: 30_000 };
-
-/** OVERLOADED with the number of seconds after which a retry may be admitted. */
-export class OverloadedError extends IopError {
-  /** Seconds a client should wait before retrying (HTTP `Retry-After`). */
-  readonly retryAfterSeconds: number;
-
-  constructor(message: string, retryAfterSeconds: number) {
-    super("OVERLOADED", message);
-    this.name = "OverloadedError";
-    this.retryAfterSeconds = retryAfterSeconds;
-  }
-}
 
 /**
  * The error an aborted admission rejects with: CANCELLED (TIMEOUT for a timeout signal), so a
@@ -50,6 +38,8 @@ export interface PoolDeps {
   ) => Promise<RunHandle>;
   logger: Logger;
   now?: () => number;
+  /** Where admissions, queue waits and provider load are recorded; absent = not recorded. */
+  metrics?: PoolMetrics;
 }
 
 interface Waiter {
@@ -77,16 +67,12 @@ export class ProviderPools {
   readonly #now: () => number;
   readonly #counters = new Map<string, ProviderCounters>();
   readonly #queues = new Map<string, Waiter[]>();
-  #metrics: PoolMetrics | undefined;
+  readonly #metrics: PoolMetrics | undefined;
 
   constructor(deps: PoolDeps) {
     this.#deps = deps;
     this.#now = deps.now ?? Date.now;
-  }
-
-  /** Starts recording into `metrics`. */
-  attachMetrics(metrics: PoolMetrics): void {
-    this.#metrics = metrics;
+    this.#metrics = deps.metrics;
   }
 
   /** In-flight and queued counts of a provider (zeros for an idle or unknown one). */

@@ -4,9 +4,8 @@
  * are real; the service layer around them is the fake fleet of fake_fleet.ts.
  */
 import assert from "node:assert/strict";
-import { IopError } from "../../../shared/errors.ts";
+import { IopError, OverloadedError } from "../../../shared/errors.ts";
 import { Fleet, fleetConfig, settle, strict, sub, track } from "./fake_fleet.ts";
-import { OverloadedError } from "./provider_pools.ts";
 
 // --- admission and queueing -------------------------------------------------------------------
 

@@ -6,14 +6,13 @@
  */
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { toIopError } from "../../../../shared/errors.ts";
-import { OverloadedError } from "../../pools/provider_pools.ts";
+import { httpStatusOf, OverloadedError, toIopError } from "../../../../shared/errors.ts";
 import type { EdgeService } from "../../service.ts";
 import { apiKeyAuth } from "../auth.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { readJsonBody } from "../json_fields.ts";
 import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
-import { collectAnswer, httpStatusOf, startRun, streamBody } from "../run_bridge.ts";
+import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
 import {
   ollamaAnswer,
   ollamaLines,

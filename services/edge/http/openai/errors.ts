@@ -4,10 +4,8 @@
  * @module
  */
 import type { Context } from "hono";
-import { toIopError } from "../../../../shared/errors.ts";
-import { OverloadedError } from "../../pools/provider_pools.ts";
+import { ERROR_KINDS, OverloadedError, toIopError } from "../../../../shared/errors.ts";
 import { FieldError } from "../json_fields.ts";
-import { httpStatusOf } from "../run_bridge.ts";
 
 /** The body of an OpenAI error. */
 export interface OpenAIErrorBody {
@@ -24,14 +22,7 @@ function typeOf(status: number): string {
 /** The OpenAI error body and HTTP status for anything thrown. */
 export function openaiError(err: unknown): { status: number; body: OpenAIErrorBody } {
   const e = toIopError(err);
-  const status = httpStatusOf(e.code);
-  const code = e.code === "NOT_FOUND"
-    ? "model_not_found"
-    : e.code === "OVERLOADED"
-    ? "rate_limit_exceeded"
-    : e.code === "UNAUTHENTICATED"
-    ? "invalid_api_key"
-    : e.code.toLowerCase();
+  const { httpStatus: status, openaiCode: code } = ERROR_KINDS[e.code];
   const param = e instanceof FieldError
     ? (e.param === "" ? null : e.param)
     : e.code === "NOT_FOUND"
