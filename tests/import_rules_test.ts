@@ -44,6 +44,11 @@ const RULES: Rule[] = [
     why: "only transports convert between wire messages and domain types",
   },
   {
+    applies: (f) => f.startsWith("services/edge/http/"),
+    forbids: (s) => s.startsWith("services/edge/pools/"),
+    why: "surfaces reach the pools only through the service layer; shared errors live in shared/",
+  },
+  {
     applies: () => true,
     forbids: (s) => /^(npm:)?(@grpc\/|grpc|ws$|socket\.io)/.test(s),
     why: "gRPC and WebSocket libraries are forbidden as internal transports (SPEC §8)",

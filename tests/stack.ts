@@ -20,6 +20,7 @@ import { A2aTaskManager } from "../services/edge/a2a/task_manager.ts";
 import type { A2aTaskStore } from "../services/edge/a2a/task_store.ts";
 import { type EdgeConfig, loadEdgeConfig, parseEdgeConfig } from "../services/edge/config.ts";
 import { createEdgeMetrics } from "../services/edge/edge_metrics.ts";
+import { createPoolMetrics } from "../services/edge/pools/pool_metrics.ts";
 import { createEdgeHttp } from "../services/edge/http/app.ts";
 import { mountSurfaces } from "../services/edge/http/surfaces.ts";
 import { EdgeService } from "../services/edge/service.ts";
@@ -146,6 +147,7 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
     logger,
     version: "test",
     metrics,
+    poolMetrics: createPoolMetrics(registry),
     ...(file ? { loadConfig: () => loadEdgeConfig(file, () => undefined) } : {}),
   });
   const wire = startNodeServer({

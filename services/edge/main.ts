@@ -17,6 +17,7 @@ import { OpsConsole } from "./console/console.ts";
 import { createEdgeMetrics } from "./edge_metrics.ts";
 import { createEdgeHttp } from "./http/app.ts";
 import { mountSurfaces } from "./http/surfaces.ts";
+import { createPoolMetrics } from "./pools/pool_metrics.ts";
 import { EdgeService } from "./service.ts";
 import { startNodeServer } from "./transport/node_server.ts";
 
@@ -37,6 +38,7 @@ const service = new EdgeService({
   logger: logger.with({ edge_id: config.edge.id }),
   version: IOP_VERSION,
   metrics,
+  poolMetrics: createPoolMetrics(registry),
   loadConfig: () => loadEdgeConfig(file),
 });
 

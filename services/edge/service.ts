@@ -13,6 +13,7 @@ import type { EdgeMetrics } from "./edge_metrics.ts";
 import { EventBus } from "./event_bus.ts";
 import { NodeStore } from "./nodes/node_store.ts";
 import { NodeRegistry, type NodeSession } from "./nodes/registry.ts";
+import type { PoolMetrics } from "./pools/pool_metrics.ts";
 import { ProviderPools } from "./pools/provider_pools.ts";
 import type {
   EdgeEvent,
@@ -41,6 +42,8 @@ export interface EdgeServiceOptions {
   now?: () => number;
   /** Reads the config file anew for `reload`; absent means reload is unsupported. */
   loadConfig?: () => Promise<EdgeConfig>;
+  /** Provider pool metrics; absent = not recorded. */
+  poolMetrics?: PoolMetrics;
 }
 
 /** A node that registered: what the transport hands the service. */
@@ -83,6 +86,7 @@ export class EdgeService {
       dispatch: (session, submission, opts) => this.dispatch(session, submission, opts),
       logger: options.logger,
       now: this.#now,
+      ...(options.poolMetrics ? { metrics: options.poolMetrics } : {}),
     });
   }
 

@@ -11,6 +11,7 @@ import { ActiveRun } from "../active_run.ts";
 import { type EdgeConfig, type NodeRecord, parseEdgeConfig } from "../config.ts";
 import type { NodeSession } from "../nodes/registry.ts";
 import type { RunHandle, RunSubmission, SubmitOptions } from "../ports.ts";
+import type { PoolMetrics } from "./pool_metrics.ts";
 import { ProviderPools } from "./provider_pools.ts";
 
 const silent = createLogger("edge.pools.test", { writer: () => {} });
@@ -67,10 +68,11 @@ export class Fleet {
   /** Nodes whose link refuses new runs. */
   readonly linkDown = new Set<string>();
 
-  constructor(config: EdgeConfig) {
+  constructor(config: EdgeConfig, options: { metrics?: PoolMetrics } = {}) {
     this.config = config;
     this.sessions = config.nodes.map((r) => this.session(r));
     this.pools = new ProviderPools({
+      ...options,
       config: () => this.config,
       sessions: () => this.sessions,
       dispatch: (session, submission, options) => this.#dispatch(session, submission, options),

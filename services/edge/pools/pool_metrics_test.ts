@@ -28,15 +28,17 @@ Deno.test(
   "pool metrics record admissions, queue depth, wait and per-provider load",
   strict,
   async () => {
-    const fleet = new Fleet(fleetConfig(
-      [
-        { id: "node-a", providers: [{ id: "pa", max: 1 }] },
-        { id: "node-b", providers: [{ id: "pb", max: 1 }] },
-      ],
-      { max_length: 1, max_wait_ms: 20_000 },
-    ));
     const registry = new Registry();
-    fleet.pools.attachMetrics(createPoolMetrics(registry));
+    const fleet = new Fleet(
+      fleetConfig(
+        [
+          { id: "node-a", providers: [{ id: "pa", max: 1 }] },
+          { id: "node-b", providers: [{ id: "pb", max: 1 }] },
+        ],
+        { max_length: 1, max_wait_ms: 20_000 },
+      ),
+      { metrics: createPoolMetrics(registry) },
+    );
     const m = (name: string, labels: Record<string, string>, series?: string) =>
       metric(registry, name, labels, series);
 
@@ -72,12 +74,11 @@ Deno.test(
     assert.equal(await m("iop_edge_provider_in_flight", { provider: "pa" }), 0);
     assert.equal(await m("iop_edge_provider_in_flight", { provider: "pb" }), 0);
 
-    const slow = new Fleet(fleetConfig(
-      [{ id: "node-a", providers: [{ id: "pa", max: 1 }] }],
-      { max_wait_ms: 10 },
-    ));
     const slowRegistry = new Registry();
-    slow.pools.attachMetrics(createPoolMetrics(slowRegistry));
+    const slow = new Fleet(
+      fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }], { max_wait_ms: 10 }),
+      { metrics: createPoolMetrics(slowRegistry) },
+    );
     await slow.pools.submit("demo", sub("r0"));
     await assert.rejects(slow.pools.submit("demo", sub("late")), { code: "OVERLOADED" });
     assert.equal(
