@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { stringify } from "yaml";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
 import { startFakeOpenAI } from "../shared/testing/fake_openai.ts";
 import { mockNode, startStack, type TestEdge } from "./stack.ts";
@@ -246,6 +247,43 @@ Deno.test("a body above http.max_body_bytes is answered 413", async () => {
   assert.equal(res.status, 413);
   const body = await res.json();
   assert.equal(body.error.code, "request_too_large");
+});
+
+Deno.test("a reload's new body limit applies to the next request and is the one named", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "iop_body_limit_" });
+  const file = `${dir}/edge.yaml`;
+  const config = (limit: number) =>
+    baseConfig({ http: { api_keys: [KEY], max_body_bytes: limit } });
+  try {
+    await using stack = await startStack({ http: true, config: config(1500), configFile: file });
+    const post = () =>
+      fetch(`${stack.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "demo",
+          messages: [{ role: "user", content: "x".repeat(2000) }],
+        }),
+      });
+    const before = await post();
+    assert.equal(before.status, 413);
+    assert.match((await before.json()).error.message, /limit of 1500 bytes/);
+
+    await Deno.writeTextFile(file, stringify(config(8192)));
+    const reloaded = await stack.service.reload();
+    assert.equal(reloaded.ok, true, reloaded.detail);
+    const raised = await post();
+    assert.equal(raised.status, 200, "the old, lower limit no longer applies");
+    await raised.body?.cancel();
+
+    await Deno.writeTextFile(file, stringify(config(1024)));
+    assert.equal((await stack.service.reload()).ok, true);
+    const lowered = await post();
+    assert.equal(lowered.status, 413);
+    assert.match((await lowered.json()).error.message, /limit of 1024 bytes/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("invalid requests are answered 400 naming the bad field", async () => {

@@ -5,10 +5,10 @@
  * @module
  */
 import { type Context, Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { httpStatusOf, OverloadedError, toIopError } from "../../../../shared/errors.ts";
 import type { EdgeService } from "../../service.ts";
 import { apiKeyAuth } from "../auth.ts";
+import { currentBodyLimit } from "../body_limit.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { readJsonBody } from "../json_fields.ts";
 import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
@@ -60,14 +60,10 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
   );
   app.use(
     "*",
-    bodyLimit({
-      maxSize: service.config.http.maxBodyBytes,
-      onError: (c) =>
-        c.json(
-          { error: `request body exceeds the limit of ${service.config.http.maxBodyBytes} bytes` },
-          413,
-        ),
-    }),
+    currentBodyLimit(
+      () => service.config.http.maxBodyBytes,
+      (c, limit) => c.json({ error: `request body exceeds the limit of ${limit} bytes` }, 413),
+    ),
   );
   app.onError((err, c) => ollamaErrorResponse(c, err));
 

@@ -5,8 +5,8 @@
  * @module
  */
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { apiKeyAuth } from "../auth.ts";
+import { currentBodyLimit } from "../body_limit.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { readJsonBody } from "../json_fields.ts";
 import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
@@ -38,19 +38,15 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
   );
   app.use(
     "*",
-    bodyLimit({
-      maxSize: service.config.http.maxBodyBytes,
-      onError: (c) =>
-        c.json({
-          error: {
-            message:
-              `The request body exceeds the limit of ${service.config.http.maxBodyBytes} bytes`,
-            type: "invalid_request_error",
-            param: null,
-            code: "request_too_large",
-          },
-        }, 413),
-    }),
+    currentBodyLimit(() => service.config.http.maxBodyBytes, (c, limit) =>
+      c.json({
+        error: {
+          message: `The request body exceeds the limit of ${limit} bytes`,
+          type: "invalid_request_error",
+          param: null,
+          code: "request_too_large",
+        },
+      }, 413)),
   );
   app.onError((err, c) => openaiErrorResponse(c, err));
   app.notFound((c) =>
