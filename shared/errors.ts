@@ -111,3 +111,12 @@ export class OverloadedError extends IopError {
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }
+
+/**
+ * Ends an exhaustive switch: its argument must have been narrowed to `never`, so a case added to
+ * a union (a new envelope message, say) fails to compile until it is handled.
+ */
+export function unhandled(value: never, what: string): never {
+  const label = (value as { case?: unknown } | undefined)?.case ?? value;
+  throw new IopError("INTERNAL", `Cannot handle ${what} '${String(label)}'`);
+}

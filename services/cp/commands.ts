@@ -16,7 +16,13 @@ import {
 } from "../../proto/gen/iop/v1/control_pb.ts";
 import { type ErrorCode, errorKind, IopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
-import type { AuditEdgeResult, AuditLog } from "./ports.ts";
+import {
+  type AuditEdgeResult,
+  type AuditLog,
+  type CommandOutcome,
+  SHARE_STATUSES,
+  type ShareStatus,
+} from "./ports.ts";
 import type { EdgeRegistry } from "./registry.ts";
 
 /** Progress messages kept per edge of a command. */
@@ -25,7 +31,7 @@ const PROGRESS_KEPT = 100;
 /** One edge's share of a fleet command. */
 export interface EdgeCommandState {
   /** running until the edge answers, then the result's status. */
-  status: string;
+  status: ShareStatus;
   progress: EdgeCommandProgress[];
   result: EdgeCommandResult | undefined;
 }
@@ -39,8 +45,7 @@ export interface FleetCommand {
   detail: string;
   createdAtMs: number;
   finishedAtMs: number;
-  /** running, then succeeded (all edges), failed (none) or partial. */
-  outcome: string;
+  outcome: CommandOutcome;
   edges: Map<string, EdgeCommandState>;
 }
 
@@ -62,7 +67,7 @@ export interface CommandCenterOptions {
   /** Finished commands kept for lookup. */
   retained: number;
   /** Counts finished commands by kind and outcome. */
-  onFinished?: (kind: string, outcome: string) => void;
+  onFinished?: (kind: string, outcome: CommandOutcome) => void;
   /** Defaults to Date.now. */
   now?: () => number;
 }
@@ -224,7 +229,7 @@ export class CommandCenter {
     const state = command.edges.get(edgeId);
     if (!state || state.result) return;
     state.result = result;
-    state.status = result.status || "failed";
+    state.status = shareStatusOf(result.status);
     const key = `${command.commandId}/${edgeId}`;
     clearTimeout(this.#timers.get(key));
     this.#timers.delete(key);
@@ -297,4 +302,10 @@ export function describe(command: EdgeCommandRequest): string {
     case undefined:
       return "empty";
   }
+}
+
+/** An edge's reported status as a share status; one this Control Plane does not know fails. */
+function shareStatusOf(status: string): ShareStatus {
+  const known = SHARE_STATUSES.find((s) => s === status);
+  return known === undefined || known === "running" ? "failed" : known;
 }

@@ -3,9 +3,26 @@
  * @module
  */
 
+/** How one edge's share of a fleet command stands: running until the edge answers. */
+export type ShareStatus = "running" | "succeeded" | "failed" | "cancelled";
+
+/** Every {@linkcode ShareStatus}. */
+export const SHARE_STATUSES: readonly ShareStatus[] = [
+  "running",
+  "succeeded",
+  "failed",
+  "cancelled",
+];
+
+/**
+ * How a fleet command stands: running, then succeeded (every edge), failed (none) or partial;
+ * interrupted when the Control Plane stopped before it ended.
+ */
+export type CommandOutcome = "running" | "succeeded" | "failed" | "partial" | "interrupted";
+
 /** One edge's outcome of a fleet command, as kept in the audit log. */
 export interface AuditEdgeResult {
-  status: string;
+  status: ShareStatus;
   summary: string;
   errorCode: string;
 }
@@ -24,8 +41,7 @@ export interface AuditRecord {
   createdAtMs: number;
   /** 0 while running. */
   finishedAtMs: number;
-  /** running, succeeded, failed, partial or interrupted. */
-  outcome: string;
+  outcome: CommandOutcome;
   results: Record<string, AuditEdgeResult>;
 }
 
@@ -36,7 +52,7 @@ export interface AuditLog {
   /** Records a command's final outcome and per-edge results. */
   finish(
     commandId: string,
-    outcome: string,
+    outcome: CommandOutcome,
     finishedAtMs: number,
     results: Record<string, AuditEdgeResult>,
   ): void;

@@ -18,7 +18,7 @@ import {
   EdgeSelectorSchema,
   FleetStatusSchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
-import { IopError, toIopError } from "../../../shared/errors.ts";
+import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
 import type { CpHttpDeps } from "./app.ts";
 
 /** Largest accepted client message. */
@@ -151,6 +151,8 @@ class ClientSession {
       case "error":
       case undefined:
         throw new IopError("INVALID_ARGUMENT", `Unexpected ${msg.case ?? "empty"} from a client`);
+      default:
+        unhandled(msg, "client envelope");
     }
   }
 

@@ -5,7 +5,7 @@
  * @module
  */
 import { DatabaseSync } from "node:sqlite";
-import type { AuditEdgeResult, AuditLog, AuditRecord } from "../ports.ts";
+import type { AuditEdgeResult, AuditLog, AuditRecord, CommandOutcome } from "../ports.ts";
 
 const SCHEMA = `CREATE TABLE IF NOT EXISTS audit (
   command_id TEXT PRIMARY KEY,
@@ -29,7 +29,8 @@ interface Row {
   edges: string;
   created_at_ms: number;
   finished_at_ms: number;
-  outcome: string;
+  /** Written only from {@linkcode CommandOutcome} values. */
+  outcome: CommandOutcome;
   results: string;
 }
 
@@ -72,7 +73,7 @@ export function openAuditStore(path: string, nowMs: number = Date.now()): AuditL
     },
     finish(
       commandId: string,
-      outcome: string,
+      outcome: CommandOutcome,
       finishedAtMs: number,
       results: Record<string, AuditEdgeResult>,
     ) {

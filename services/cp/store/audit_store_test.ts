@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { openAuditStore } from "./audit_store.ts";
+import type { AuditRecord } from "../ports.ts";
 
-const record = (commandId: string, createdAtMs: number) => ({
+const record = (commandId: string, createdAtMs: number): AuditRecord => ({
   commandId,
   actor: "alice",
   via: "http",

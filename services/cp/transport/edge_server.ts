@@ -12,7 +12,7 @@ import {
   type EdgeHello,
   type EdgeStatusResponse,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
-import { IopError } from "../../../shared/errors.ts";
+import { IopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { FrameError } from "../../../shared/wire/frame.ts";
@@ -213,6 +213,7 @@ function handle(
     case undefined:
       return "empty envelope";
   }
+  return unhandled(msg, "edge envelope");
 }
 
 function createLink(conn: Conn, pending: PendingRequests<EdgeStatusResponse>): EdgeLinkPort {

@@ -13,7 +13,7 @@ import {
   type EdgeEnvelope,
   EdgeEnvelopeSchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
-import { IopError } from "../../../shared/errors.ts";
+import { IopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
@@ -240,6 +240,9 @@ async function session(
           logger.warn("ignoring unexpected message from control plane", {
             message: msg.case ?? "empty",
           });
+          break;
+        default:
+          unhandled(msg, "control plane envelope");
       }
     }
   } catch (err) {

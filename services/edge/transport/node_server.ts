@@ -13,7 +13,7 @@ import {
   NodeEnvelopeSchema,
   type RegisterRequest,
 } from "../../../proto/gen/iop/v1/node_pb.ts";
-import { IopError } from "../../../shared/errors.ts";
+import { IopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { fromWireError, fromWireRunEvent, toRunRequest } from "../../../shared/run_codec.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
@@ -232,6 +232,7 @@ function handleMessage(
     case undefined:
       return "empty envelope";
   }
+  return unhandled(msg, "node envelope");
 }
 
 function createLink(conn: Conn, pending: PendingRequests<NodeCommandResponse>): NodeLink {

@@ -12,7 +12,7 @@ import {
   type NodeEnvelope,
   NodeEnvelopeSchema,
 } from "../../../proto/gen/iop/v1/node_pb.ts";
-import { IopError, toIopError } from "../../../shared/errors.ts";
+import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { fromRunRequest, toWireError, toWireRunEvent } from "../../../shared/run_codec.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
@@ -283,6 +283,7 @@ function handle(envelope: NodeEnvelope, conn: Conn, options: EdgeClientOptions):
       logger.warn("ignoring unexpected message from edge", { message: msg.case ?? "empty" });
       return;
   }
+  unhandled(msg, "edge envelope");
 }
 
 async function answerCommand(
