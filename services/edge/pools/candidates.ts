@@ -14,9 +14,29 @@ export interface Candidate {
   session: NodeSession;
 }
 
-/** Providers of `group` across every configured node, connected or not. */
-export function providersOf(records: readonly NodeRecord[], group: string): ProviderRecord[] {
-  return records.flatMap((r) => r.providers.filter((p) => p.modelGroup === group));
+/** Providers by model group of one node list, built once per config snapshot. */
+const byGroup = new WeakMap<readonly NodeRecord[], Map<string, ProviderRecord[]>>();
+
+/**
+ * Providers of `group` across every configured node, connected or not. Config snapshots are
+ * never changed in place (a reload swaps in a new one), so the index is kept per snapshot: an
+ * admission costs a lookup, not a walk over every node of a large group.
+ */
+export function providersOf(
+  records: readonly NodeRecord[],
+  group: string,
+): readonly ProviderRecord[] {
+  let index = byGroup.get(records);
+  if (!index) {
+    index = new Map();
+    for (const provider of records.flatMap((r) => r.providers)) {
+      const list = index.get(provider.modelGroup) ?? [];
+      list.push(provider);
+      index.set(provider.modelGroup, list);
+    }
+    byGroup.set(records, index);
+  }
+  return index.get(group) ?? [];
 }
 
 /**
