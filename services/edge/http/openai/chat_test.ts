@@ -1,0 +1,138 @@
+import assert from "node:assert/strict";
+import type { RunEvent } from "../../../../shared/run.ts";
+import type { RequestMeter } from "../http_metrics.ts";
+import { FieldError, JsonFields } from "../json_fields.ts";
+import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
+
+function parse(body: Record<string, unknown>) {
+  return parseChatRequest(new JsonFields(body));
+}
+
+const event = (e: DistributiveOmit<RunEvent, "runId" | "seq" | "timestampMs">, seq = 1) =>
+  ({ ...e, runId: "run_1", seq, timestampMs: 0 }) as RunEvent;
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+Deno.test("parseChatRequest maps the OpenAI body to a run input and asks non-streaming calls for the whole answer", () => {
+  const req = parse({
+    model: "demo",
+    messages: [
+      { role: "system", content: "be brief" },
+      { role: "user", content: [{ type: "text", text: "hi " }, { type: "text", text: "there" }] },
+    ],
+    temperature: 0.5,
+    max_tokens: 20,
+    stop: "END",
+    metadata: { team: "ops" },
+  });
+  assert.equal(req.model, "demo");
+  assert.equal(req.stream, false);
+  assert.equal(req.input.wholeAnswer, true);
+  assert.deepEqual(req.input.messages, [
+    { role: "system", content: "be brief" },
+    { role: "user", content: "hi there" },
+  ]);
+  assert.deepEqual(req.input.sampling, { temperature: 0.5, maxTokens: 20, stop: ["END"] });
+  assert.deepEqual(req.input.metadata, { team: "ops" });
+  assert.equal(
+    parse({ model: "m", messages: [{ role: "user", content: "x" }], stream: true })
+      .input.wholeAnswer,
+    false,
+  );
+});
+
+Deno.test("parseChatRequest refuses what it cannot carry, naming the field", () => {
+  const cases: [Record<string, unknown>, string][] = [
+    [{ model: "m", messages: [] }, "messages"],
+    [{ model: "m", messages: [{ role: "user", content: "x" }], n: 2 }, "n"],
+    [{ model: "m", messages: [{ role: "robot", content: "x" }] }, "messages[0].role"],
+    [{ model: "m", messages: [{ role: "user", content: "x" }], temperature: 3 }, "temperature"],
+    [
+      { model: "m", messages: [{ role: "user", content: "x" }], stream_options: {} },
+      "stream_options",
+    ],
+  ];
+  for (const [body, param] of cases) {
+    assert.throws(() => parse(body), (err: unknown) => {
+      assert.ok(err instanceof FieldError, `${param}: ${err}`);
+      assert.equal(err.param, param);
+      assert.equal(err.code, "INVALID_ARGUMENT");
+      return true;
+    });
+  }
+});
+
+Deno.test("chatCompletion answers with the text, tool calls, finish reason and usage", () => {
+  const body = chatCompletion("demo", {
+    text: "",
+    toolCalls: [{ index: 0, id: "call_1", name: "lookup", arguments: '{"q":1}' }],
+    finishReason: "tool_calls",
+    usage: { inputTokens: 3, outputTokens: 5 },
+  }) as { choices: { message: Record<string, unknown>; finish_reason: string }[]; usage: unknown };
+  assert.equal(body.choices[0]!.message.content, null);
+  assert.deepEqual(body.choices[0]!.message.tool_calls, [
+    { id: "call_1", type: "function", function: { name: "lookup", arguments: '{"q":1}' } },
+  ]);
+  assert.equal(body.choices[0]!.finish_reason, "tool_calls");
+  assert.deepEqual(body.usage, { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 });
+});
+
+Deno.test("chatChunks writes the role delta, each delta, the finish chunk, usage and [DONE]", () => {
+  const written: string[] = [];
+  let firstTokens = 0;
+  const usages: number[][] = [];
+  const m: RequestMeter = {
+    firstToken: () => void firstTokens++,
+    usage: (i, o) => void usages.push([i, o]),
+    streamEnded: () => {},
+  };
+  const writer = chatChunks("demo", true, m, (text) => written.push(text));
+  writer.next();
+  writer.next(event({ type: "started", nodeId: "n", adapter: "a", target: "t" }));
+  writer.next(event({ type: "output", text: "Hel" }, 2));
+  writer.next(event({ type: "output", text: "lo" }, 3));
+  writer.next(event({ type: "usage", usage: { inputTokens: 2, outputTokens: 2 } }, 4));
+  const end = writer.next(event({ type: "completed", finishReason: "stop", exitCode: 0 }, 5));
+  assert.equal(end.done, true, "the writer ends with the stream");
+  const frames = written.map((t) => t.replace(/^data: /, "").trim());
+  assert.equal(frames.at(-1), "[DONE]");
+  const chunks = frames.slice(0, -1).map((f) => JSON.parse(f));
+  assert.deepEqual(chunks.map((c) => c.choices[0]?.delta ?? null), [
+    { role: "assistant", content: "" },
+    { content: "Hel" },
+    { content: "lo" },
+    {},
+    null,
+  ]);
+  assert.equal(chunks[3].choices[0].finish_reason, "stop");
+  assert.deepEqual(chunks[4].usage, { prompt_tokens: 2, completion_tokens: 2, total_tokens: 4 });
+  assert.equal(new Set(chunks.map((c) => c.id)).size, 1, "one completion id for every chunk");
+  assert.equal(firstTokens, 2);
+  assert.deepEqual(usages, [[2, 2]]);
+});
+
+Deno.test("chatChunks ends a failed run with an OpenAI error frame and no [DONE]", () => {
+  const written: string[] = [];
+  const writer = chatChunks(
+    "demo",
+    false,
+    { firstToken() {}, usage() {}, streamEnded() {} },
+    (t) => written.push(t),
+  );
+  writer.next();
+  const end = writer.next(event({
+    type: "failed",
+    code: "NODE_LOST",
+    message: "node went away",
+    retryable: true,
+    exitCode: 0,
+  }));
+  assert.equal(end.done, true);
+  const last = JSON.parse(written.at(-1)!.replace(/^data: /, ""));
+  assert.deepEqual(last.error, {
+    message: "node went away",
+    type: "server_error",
+    param: null,
+    code: "node_lost",
+  });
+  assert.ok(!written.some((t) => t.includes("[DONE]")));
+});
