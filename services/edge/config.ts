@@ -10,6 +10,7 @@ import {
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
 
 /** An adapter instance a node record declares. */
 export type NodeAdapterRecord =
@@ -188,7 +189,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
     wire: {
       host: wire.nonEmpty("host", "127.0.0.1"),
       port: wire.number("port", 7100, { min: 0, max: 65535 }),
-      maxFrameBytes: wire.number("max_frame_bytes", 4 * 1024 * 1024, { min: 1024 }),
+      maxFrameBytes: wire.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 }),
       heartbeatIntervalMs: wire.number("heartbeat_interval_ms", 2000, { min: 50 }),
       registerTimeoutMs: wire.number("register_timeout_ms", 10_000, { min: 100 }),
     },

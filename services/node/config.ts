@@ -9,6 +9,7 @@ import {
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
 
 /** The validated Node configuration. */
 export interface NodeConfig {
@@ -50,7 +51,7 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
     node: { id, token: node.nonEmpty("token") },
     edge: {
       address: edge.nonEmpty("address", "127.0.0.1:7100"),
-      maxFrameBytes: edge.number("max_frame_bytes", 4 * 1024 * 1024, { min: 1024 }),
+      maxFrameBytes: edge.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 }),
       backoffInitialMs: edge.number("backoff_initial_ms", 250, { min: 10 }),
       backoffMaxMs: edge.number("backoff_max_ms", 10_000, { min: 10 }),
     },

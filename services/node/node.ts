@@ -12,6 +12,8 @@ import type {
   AdapterConfig,
   Capabilities,
   Clock,
+  EventSink,
+  ExecutionResult,
   RunMetrics,
   RunRecord,
   RunStore,
@@ -53,6 +55,20 @@ interface Running {
   done: Promise<void>;
 }
 
+/** Sends one event of a run, numbering and stamping it. */
+type Send = (event: DistributiveOmit<RunEvent, "runId" | "seq" | "timestampMs">) => void;
+
+/** What the core keeps of one run while it executes. */
+interface RunState {
+  runId: string;
+  startedAtMs: number;
+  running: Running;
+  send: Send;
+  /** The first SUMMARY_CHARS of its output, for the history. */
+  summary: string;
+  firstOutputAtMs: number | undefined;
+}
+
 /** The Node core. */
 export class NodeCore {
   readonly #options: NodeCoreOptions;
@@ -91,38 +107,28 @@ export class NodeCore {
   /** Starts a run; its events, ending with exactly one terminal event, go to `emit`. */
   startRun(runId: string, input: RunInput, emit: RunEventSink): void {
     let seq = 0;
-    const send = (event: DistributiveOmit<RunEvent, "runId" | "seq" | "timestampMs">) =>
+    const send: Send = (event) =>
       emit({ ...event, runId, seq: ++seq, timestampMs: this.#clock.now() } as RunEvent);
-    const failEarly = (err: IopError) =>
-      send({
-        type: "failed",
-        code: err.code,
-        message: err.message,
-        retryable: err.retryable,
-        exitCode: 0,
-      });
-
-    if (this.#running.has(runId)) {
-      failEarly(new IopError("INVALID_ARGUMENT", `Run '${runId}' is already running`));
-      return;
-    }
-    if (this.#maxConcurrentRuns > 0 && this.#running.size >= this.#maxConcurrentRuns) {
-      failEarly(
-        new IopError("OVERLOADED", `Node is at its limit of ${this.#maxConcurrentRuns} runs`),
-      );
-      return;
-    }
     let resolved;
     try {
-      if (!this.#adapters) throw new IopError("UNAVAILABLE", "Node has no configuration yet");
-      resolved = resolve(runId, input, this.#adapters);
+      resolved = this.#admit(runId, input);
     } catch (err) {
-      failEarly(toIopError(err));
+      const e = toIopError(err);
+      send({
+        type: "failed",
+        code: e.code,
+        message: e.message,
+        retryable: e.retryable,
+        exitCode: 0,
+      });
       return;
     }
     const { adapter, spec } = resolved;
-    const controller = new AbortController();
-    const running: Running = { controller, cancelReason: undefined, done: Promise.resolve() };
+    const running: Running = {
+      controller: new AbortController(),
+      cancelReason: undefined,
+      done: Promise.resolve(),
+    };
     this.#running.set(runId, running);
     this.#options.metrics?.runsInFlight(this.#running.size);
     const startedAtMs = this.#clock.now();
@@ -138,79 +144,106 @@ export class NodeCore {
       adapter: input.adapter,
       target: input.target,
     });
-
-    let summary = "";
-    let firstOutputAtMs: number | undefined;
-    const sink = {
-      output: (text: string) => {
-        if (controller.signal.aborted || text === "") return;
-        firstOutputAtMs ??= this.#clock.now();
-        if (summary.length < SUMMARY_CHARS) {
-          summary += text.slice(0, SUMMARY_CHARS - summary.length);
-        }
-        send({ type: "output", text });
-      },
-      toolCall: (call: ToolCall) => {
-        if (!controller.signal.aborted) send({ type: "tool_call", call });
-      },
-      log: (stream: string, text: string) => {
-        if (!controller.signal.aborted) send({ type: "log", stream, text });
-      },
+    const run: RunState = {
+      runId,
+      startedAtMs,
+      running,
+      send,
+      summary: "",
+      firstOutputAtMs: undefined,
     };
-
-    running.done = adapter.execute(spec, sink, { signal: controller.signal }).then(
-      (result) => {
-        const finishedAtMs = this.#clock.now();
-        if (result.usage) send({ type: "usage", usage: result.usage });
-        send({
-          type: "completed",
-          finishReason: result.finishReason,
-          exitCode: result.exitCode ?? 0,
-          ...(result.usage ? { usage: result.usage } : {}),
-        });
-        this.#record(runId, startedAtMs, {
-          status: "completed",
-          finishedAtMs,
-          outputSummary: summary,
-          ...(firstOutputAtMs !== undefined ? { firstOutputAtMs } : {}),
-          ...(result.usage ? { usage: result.usage } : {}),
-          ...(result.exitCode !== undefined ? { exitCode: result.exitCode } : {}),
-        });
-      },
-      (err) => {
-        const finishedAtMs = this.#clock.now();
-        const extra = firstOutputAtMs !== undefined ? { firstOutputAtMs } : {};
-        if (controller.signal.aborted) {
-          const reason = running.cancelReason ?? "cancelled";
-          send({ type: "cancelled", reason });
-          this.#record(runId, startedAtMs, {
-            status: "cancelled",
-            finishedAtMs,
-            outputSummary: summary,
-            ...extra,
-          });
-          return;
-        }
-        const error = toIopError(err, "BACKEND_ERROR");
-        send({
-          type: "failed",
-          code: error.code,
-          message: error.message,
-          retryable: error.retryable,
-          exitCode: error.exitCode ?? 0,
-        });
-        this.#record(runId, startedAtMs, {
-          status: "failed",
-          finishedAtMs,
-          outputSummary: summary,
-          error,
-          ...extra,
-          ...(error.exitCode !== undefined ? { exitCode: error.exitCode } : {}),
-        });
-      },
+    const signal = running.controller.signal;
+    running.done = adapter.execute(spec, this.#sinkFor(run), { signal }).then(
+      (result) => this.#completed(run, result),
+      (err) => this.#ended(run, err),
     ).finally(() => {
       this.#running.delete(runId);
       this.#options.metrics?.runsInFlight(this.#running.size);
+    });
+  }
+
+  /** Resolves the run's adapter, or throws why this Node refuses the run. */
+  #admit(runId: string, input: RunInput): ReturnType<typeof resolve> {
+    if (this.#running.has(runId)) {
+      throw new IopError("INVALID_ARGUMENT", `Run '${runId}' is already running`);
+    }
+    if (this.#maxConcurrentRuns > 0 && this.#running.size >= this.#maxConcurrentRuns) {
+      throw new IopError("OVERLOADED", `Node is at its limit of ${this.#maxConcurrentRuns} runs`);
+    }
+    if (!this.#adapters) throw new IopError("UNAVAILABLE", "Node has no configuration yet");
+    return resolve(runId, input, this.#adapters);
+  }
+
+  /** The sink an adapter writes to: events while the run is not cancelled, and the summary. */
+  #sinkFor(run: RunState): EventSink {
+    const signal = run.running.controller.signal;
+    return {
+      output: (text: string) => {
+        if (signal.aborted || text === "") return;
+        run.firstOutputAtMs ??= this.#clock.now();
+        if (run.summary.length < SUMMARY_CHARS) {
+          run.summary += text.slice(0, SUMMARY_CHARS - run.summary.length);
+        }
+        run.send({ type: "output", text });
+      },
+      toolCall: (call: ToolCall) => {
+        if (!signal.aborted) run.send({ type: "tool_call", call });
+      },
+      log: (stream: string, text: string) => {
+        if (!signal.aborted) run.send({ type: "log", stream, text });
+      },
+    };
+  }
+
+  #completed(run: RunState, result: ExecutionResult): void {
+    const finishedAtMs = this.#clock.now();
+    if (result.usage) run.send({ type: "usage", usage: result.usage });
+    run.send({
+      type: "completed",
+      finishReason: result.finishReason,
+      exitCode: result.exitCode ?? 0,
+      ...(result.usage ? { usage: result.usage } : {}),
+    });
+    this.#record(run.runId, run.startedAtMs, {
+      status: "completed",
+      finishedAtMs,
+      outputSummary: run.summary,
+      ...(run.firstOutputAtMs !== undefined ? { firstOutputAtMs: run.firstOutputAtMs } : {}),
+      ...(result.usage ? { usage: result.usage } : {}),
+      ...(result.exitCode !== undefined ? { exitCode: result.exitCode } : {}),
+    });
+  }
+
+  /** Ends a run whose execution rejected: cancelled when it was aborted, failed otherwise. */
+  #ended(run: RunState, err: unknown): void {
+    const finishedAtMs = this.#clock.now();
+    const extra = run.firstOutputAtMs !== undefined ? { firstOutputAtMs: run.firstOutputAtMs } : {};
+    if (run.running.controller.signal.aborted) {
+      const reason = run.running.cancelReason ?? "cancelled";
+      run.send({ type: "cancelled", reason });
+      this.#record(run.runId, run.startedAtMs, {
+        status: "cancelled",
+        finishedAtMs,
+        outputSummary: run.summary,
+        ...extra,
+      });
+      return;
+    }
+    const error = toIopError(err, "BACKEND_ERROR");
+    run.send({
+      type: "failed",
+      code: error.code,
+      message: error.message,
+      retryable: error.retryable,
+      exitCode: error.exitCode ?? 0,
+    });
+    this.#record(run.runId, run.startedAtMs, {
+      status: "failed",
+      finishedAtMs,
+      outputSummary: run.summary,
+      error,
+      ...extra,
+      ...(error.exitCode !== undefined ? { exitCode: error.exitCode } : {}),
     });
   }
 

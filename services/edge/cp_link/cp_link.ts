@@ -21,6 +21,7 @@ import type { DomainAgents } from "../agents/domain_agents.ts";
 import type { EdgeService } from "../service.ts";
 import { agentRelayedEvent, toRelayedEvent, toStatusResponse } from "./codec.ts";
 import { executeCommand } from "./commands.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 
 /** Control Plane wire protocol version this Edge speaks. */
 export const CP_PROTOCOL_VERSION = 1;
@@ -85,7 +86,7 @@ export function startCpLink(options: CpLinkOptions): CpLink {
           const conn: Conn = new FrameConnection(raw, {
             inSchema: EdgeEnvelopeSchema,
             outSchema: EdgeEnvelopeSchema,
-            maxFrameBytes: options.maxFrameBytes ?? 4 * 1024 * 1024,
+            maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
             ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
           });
           current = { conn, address };

@@ -42,11 +42,16 @@ export interface PoolDeps {
   metrics?: PoolMetrics;
 }
 
-interface Waiter {
+/** One request for a provider of a pool: what to run, and on which nodes it may not run. */
+interface Admission {
   group: string;
   submission: RunSubmission;
   options: SubmitOptions;
+  /** Nodes to skip (the node a retried run was lost on). */
   exclude: ReadonlySet<string>;
+}
+
+interface Waiter extends Admission {
   /** Provider whose queued count this waiter is accounted to. */
   preferred: string;
   enqueuedAtMs: number;
@@ -97,7 +102,7 @@ export class ProviderPools {
     submission: RunSubmission,
     options: SubmitOptions = {},
   ): Promise<RunHandle> {
-    return this.#acquire(group, submission, options, new Set()).then((first) =>
+    return this.#acquire({ group, submission, options, exclude: new Set() }).then((first) =>
       new PooledRun(first, (lostNode, cancelled) => {
         this.#metrics?.admissions.labels(group, "retried").inc();
         this.#deps.logger.warn("pool run lost its node before any output; retrying", {
@@ -107,17 +112,18 @@ export class ProviderPools {
         // `cancelled` fires only while the retry waits for a provider; PooledRun itself cancels
         // a retry that was already dispatched.
         const signal = options.signal ? AbortSignal.any([options.signal, cancelled]) : cancelled;
-        return this.#acquire(group, submission, { ...options, signal }, new Set([lostNode]));
+        return this.#acquire({
+          group,
+          submission,
+          options: { ...options, signal },
+          exclude: new Set([lostNode]),
+        });
       })
     );
   }
 
-  #acquire(
-    group: string,
-    submission: RunSubmission,
-    options: SubmitOptions,
-    exclude: ReadonlySet<string>,
-  ): Promise<RunHandle> {
+  #acquire(admission: Admission): Promise<RunHandle> {
+    const { group, submission, options, exclude } = admission;
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const config = this.#deps.config();
@@ -149,17 +155,15 @@ export class ProviderPools {
         ),
       );
     }
-    return this.#enqueue(group, submission, options, exclude, candidates, limits.maxWaitMs);
+    return this.#enqueue(admission, candidates, limits.maxWaitMs);
   }
 
   #enqueue(
-    group: string,
-    submission: RunSubmission,
-    options: SubmitOptions,
-    exclude: ReadonlySet<string>,
+    admission: Admission,
     candidates: Candidate[],
     maxWaitMs: number,
   ): Promise<RunHandle> {
+    const { group, options } = admission;
     const { promise, resolve, reject } = Promise.withResolvers<RunHandle>();
     const preferred = this.#leastLoaded(candidates, false)!.provider.id;
     const signal = options.signal;
@@ -177,10 +181,7 @@ export class ProviderPools {
       );
     }, maxWaitMs);
     const waiter: Waiter = {
-      group,
-      submission,
-      options,
-      exclude,
+      ...admission,
       preferred,
       enqueuedAtMs: this.#now(),
       resolve,

@@ -19,6 +19,7 @@ import { FrameConnection, type WireMetrics } from "../../../shared/wire/connecti
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import type { NodeCore } from "../node.ts";
 import { fromConfigPayload } from "./config_payload.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 
 /** Wire protocol version this Node speaks. */
 export const NODE_PROTOCOL_VERSION = 1;
@@ -73,7 +74,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
         const conn: Conn = new FrameConnection(raw, {
           inSchema: NodeEnvelopeSchema,
           outSchema: NodeEnvelopeSchema,
-          maxFrameBytes: options.maxFrameBytes ?? 4 * 1024 * 1024,
+          maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
           ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
         });
         current = conn;
