@@ -90,6 +90,7 @@ async function serveNode(conn: Conn, options: NodeServerOptions): Promise<void> 
       value: {
         accepted: true,
         config: buildNodeConfigPayload(record, { heartbeatIntervalMs: wire.heartbeatIntervalMs }),
+        acceptsEventBatches: true,
       },
     },
   }));
@@ -204,6 +205,13 @@ function handleMessage(
       service.runEvent(session, event);
       return undefined;
     }
+    case "runEvents":
+      for (const wire of msg.value.events) {
+        const event = fromWireRunEvent(wire);
+        if (!event) return "run_events with an empty event";
+        service.runEvent(session, event);
+      }
+      return undefined;
     case "commandResponse":
       pending.settle(envelope.correlationId, msg.value);
       return undefined;

@@ -11,13 +11,15 @@ import {
   NodeCommandResponseSchema,
   type NodeEnvelope,
   NodeEnvelopeSchema,
+  type RunEvent as WireRunEvent,
+  RunEventBatchSchema,
 } from "../../../proto/gen/iop/v1/node_pb.ts";
 import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { fromRunRequest, toWireError, toWireRunEvent } from "../../../shared/run_codec.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
-import type { NodeCore } from "../node.ts";
+import type { NodeCore, RunEventSink } from "../node.ts";
 import { fromConfigPayload } from "./config_payload.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 
@@ -187,6 +189,7 @@ async function session(
     return "refused";
   }
   onRegistered();
+  const outbox = eventOutbox(conn, answer.acceptsEventBatches);
   const payload = fromConfigPayload(answer.config);
   const applied = core.applyConfig(payload.adapters, payload.maxConcurrentRuns);
   logger.info("registered with edge", {
@@ -222,7 +225,7 @@ async function session(
   try {
     for await (const envelope of messages) {
       heartbeat.seen();
-      handle(envelope, conn, options);
+      handle(envelope, conn, options, outbox);
     }
   } catch (err) {
     logger.warn("link to edge failed", { err });
@@ -234,7 +237,34 @@ async function session(
   return "lost";
 }
 
-function handle(envelope: NodeEnvelope, conn: Conn, options: EdgeClientOptions): void {
+/**
+ * Sends run events in order. Those emitted in one task (the deltas of one backend read, or a
+ * run's usage and completion) leave as one RunEventBatch frame when the Edge accepts batches.
+ */
+function eventOutbox(conn: Conn, batches: boolean): RunEventSink {
+  let pending: WireRunEvent[] = [];
+  const send = (msg: NodeEnvelope["msg"]) => {
+    conn.send(create(NodeEnvelopeSchema, { msg })).catch(() => {});
+  };
+  const flush = () => {
+    const events = pending;
+    pending = [];
+    if (events.length === 1) send({ case: "runEvent", value: events[0]! });
+    else send({ case: "runEvents", value: create(RunEventBatchSchema, { events }) });
+  };
+  return (event) => {
+    const wire = toWireRunEvent(event);
+    if (!batches) send({ case: "runEvent", value: wire });
+    else if (pending.push(wire) === 1) queueMicrotask(flush);
+  };
+}
+
+function handle(
+  envelope: NodeEnvelope,
+  conn: Conn,
+  options: EdgeClientOptions,
+  emit: RunEventSink,
+): void {
   const { core, logger } = options;
   const msg = envelope.msg;
   switch (msg.case) {
@@ -242,11 +272,6 @@ function handle(envelope: NodeEnvelope, conn: Conn, options: EdgeClientOptions):
       return;
     case "runRequest": {
       const runId = msg.value.runId;
-      const emit = (event: Parameters<Parameters<NodeCore["startRun"]>[2]>[0]) => {
-        conn.send(create(NodeEnvelopeSchema, {
-          msg: { case: "runEvent", value: toWireRunEvent(event) },
-        })).catch(() => {});
-      };
       try {
         core.startRun(runId, fromRunRequest(msg.value), emit);
       } catch (err) {
@@ -278,6 +303,7 @@ function handle(envelope: NodeEnvelope, conn: Conn, options: EdgeClientOptions):
     case "registerRequest":
     case "registerResponse":
     case "runEvent":
+    case "runEvents":
     case "commandResponse":
     case "nodeEvent":
     case undefined:

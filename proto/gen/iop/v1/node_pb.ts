@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file iop/v1/node.proto.
  */
 export const file_iop_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIuEDCgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQiXwoQUmVnaXN0ZXJSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSKQoGY29uZmlnGAMgASgLMhkuaW9wLnYxLk5vZGVDb25maWdQYXlsb2FkIsMBChFOb2RlQ29uZmlnUGF5bG9hZBIPCgdub2RlX2lkGAEgASgJEg0KBWFsaWFzGAIgASgJEicKCGFkYXB0ZXJzGAMgAygLMhUuaW9wLnYxLkFkYXB0ZXJDb25maWcSKQoJcHJvdmlkZXJzGAQgAygLMhYuaW9wLnYxLlByb3ZpZGVyQ29uZmlnEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIbChNtYXhfY29uY3VycmVudF9ydW5zGAYgASgNIr0BCg1BZGFwdGVyQ29uZmlnEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdlbmFibGVkGAMgASgIEiQKBG1vY2sYCiABKAsyFC5pb3AudjEuTW9ja1NldHRpbmdzSAASIgoDY2xpGAsgASgLMhMuaW9wLnYxLkNsaVNldHRpbmdzSAASKQoEaHR0cBgMIAEoCzIZLmlvcC52MS5IdHRwTW9kZWxTZXR0aW5nc0gAQgoKCHNldHRpbmdzInkKDE1vY2tTZXR0aW5ncxIOCgZ0b2tlbnMYASABKA0SFgoOdG9rZW5fZGVsYXlfbXMYAiABKA0SFgoOc3RhcnRfZGVsYXlfbXMYAyABKA0SEQoJZmFpbF93aXRoGAQgASgJEhYKDmZhaWxfcmV0cnlhYmxlGAUgASgIIjMKC0NsaVNldHRpbmdzEiQKCHByb2ZpbGVzGAEgAygLMhIuaW9wLnYxLkNsaVByb2ZpbGUi2gEKCkNsaVByb2ZpbGUSDAoEbmFtZRgBIAEoCRIPCgdjb21tYW5kGAIgASgJEgwKBGFyZ3MYAyADKAkSKAoDZW52GAQgAygLMhsuaW9wLnYxLkNsaVByb2ZpbGUuRW52RW50cnkSCwoDY3dkGAUgASgJEhIKCnRpbWVvdXRfbXMYBiABKA0SEwoLcmVzdW1lX2FyZ3MYByADKAkSEwoLZGVzY3JpcHRpb24YCCABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKwAQoRSHR0cE1vZGVsU2V0dGluZ3MSEAoIYmFzZV91cmwYASABKAkSDwoHYXBpX2tleRgCIAEoCRITCgthcGlfa2V5X2VudhgDIAEoCRIaChJjb25uZWN0X3RpbWVvdXRfbXMYBCABKA0SHgoWZmlyc3RfdG9rZW5fdGltZW91dF9tcxgFIAEoDRIXCg9pZGxlX3RpbWVvdXRfbXMYBiABKA0SDgoGbW9kZWxzGAcgAygJImsKDlByb3ZpZGVyQ29uZmlnEgoKAmlkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEhcKD21heF9jb25jdXJyZW5jeRgEIAEoDRITCgttb2RlbF9ncm91cBgFIAEoCSI3CglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxIWCg5ydW5zX2luX2ZsaWdodBgCIAEoDSLpAgoKUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSJQoIbWVzc2FnZXMYBCADKAsyEy5pb3AudjEuQ2hhdE1lc3NhZ2USDgoGcHJvbXB0GAUgASgJEikKCHNhbXBsaW5nGAYgASgLMhcuaW9wLnYxLlNhbXBsaW5nT3B0aW9ucxIlCgV0b29scxgHIAMoCzIWLmlvcC52MS5Ub29sRGVmaW5pdGlvbhISCgpzZXNzaW9uX2lkGAggASgJEjIKCG1ldGFkYXRhGAkgAygLMiAuaW9wLnYxLlJ1blJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgp0aW1lb3V0X21zGAogASgNEhQKDHdob2xlX2Fuc3dlchgLIAEoCBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEidgoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRIkCgp0b29sX2NhbGxzGAQgAygLMhAuaW9wLnYxLlRvb2xDYWxsEgwKBG5hbWUYBSABKAkiTAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkiRgoIVG9vbENhbGwSDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkivwEKD1NhbXBsaW5nT3B0aW9ucxIYCgt0ZW1wZXJhdHVyZRgBIAEoAUgAiAEBEhIKBXRvcF9wGAIgASgBSAGIAQESFwoKbWF4X3Rva2VucxgDIAEoDUgCiAEBEgwKBHN0b3AYBCADKAkSEQoEc2VlZBgFIAEoA0gDiAEBEhIKCmV4dHJhX2pzb24YBiABKAlCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEINCgtfbWF4X3Rva2Vuc0IHCgVfc2VlZCIvCg1DYW5jZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki+wIKCFJ1bkV2ZW50Eg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAQSFAoMdGltZXN0YW1wX21zGAMgASgDEiUKB3N0YXJ0ZWQYCiABKAsyEi5pb3AudjEuUnVuU3RhcnRlZEgAEiUKBm91dHB1dBgLIAEoCzITLmlvcC52MS5PdXRwdXREZWx0YUgAEioKCXRvb2xfY2FsbBgMIAEoCzIVLmlvcC52MS5Ub29sQ2FsbERlbHRhSAASHgoDbG9nGA0gASgLMg8uaW9wLnYxLkxvZ0xpbmVIABIeCgV1c2FnZRgOIAEoCzINLmlvcC52MS5Vc2FnZUgAEikKCWNvbXBsZXRlZBgPIAEoCzIULmlvcC52MS5SdW5Db21wbGV0ZWRIABIjCgZmYWlsZWQYECABKAsyES5pb3AudjEuUnVuRmFpbGVkSAASKQoJY2FuY2VsbGVkGBEgASgLMhQuaW9wLnYxLlJ1bkNhbmNlbGxlZEgAQgcKBWV2ZW50Ij4KClJ1blN0YXJ0ZWQSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCSIbCgtPdXRwdXREZWx0YRIMCgR0ZXh0GAEgASgJIi8KDVRvb2xDYWxsRGVsdGESHgoEY2FsbBgBIAEoCzIQLmlvcC52MS5Ub29sQ2FsbCInCgdMb2dMaW5lEg4KBnN0cmVhbRgBIAEoCRIMCgR0ZXh0GAIgASgJIlYKDFJ1bkNvbXBsZXRlZBIVCg1maW5pc2hfcmVhc29uGAEgASgJEhwKBXVzYWdlGAIgASgLMg0uaW9wLnYxLlVzYWdlEhEKCWV4aXRfY29kZRgDIAEoBSI8CglSdW5GYWlsZWQSHAoFZXJyb3IYASABKAsyDS5pb3AudjEuRXJyb3ISEQoJZXhpdF9jb2RlGAIgASgFIh4KDFJ1bkNhbmNlbGxlZBIOCgZyZWFzb24YASABKAkiewoSTm9kZUNvbW1hbmRSZXF1ZXN0EicKB2hpc3RvcnkYASABKAsyFC5pb3AudjEuSGlzdG9yeVF1ZXJ5SAASMQoMY2FwYWJpbGl0aWVzGAIgASgLMhkuaW9wLnYxLkNhcGFiaWxpdGllc1F1ZXJ5SABCCQoHY29tbWFuZCIdCgxIaXN0b3J5UXVlcnkSDQoFbGltaXQYASABKA0iEwoRQ2FwYWJpbGl0aWVzUXVlcnkinQEKE05vZGVDb21tYW5kUmVzcG9uc2USKAoHaGlzdG9yeRgBIAEoCzIVLmlvcC52MS5IaXN0b3J5UmVzdWx0SAASMgoMY2FwYWJpbGl0aWVzGAIgASgLMhouaW9wLnYxLkNhcGFiaWxpdGllc1Jlc3VsdEgAEh4KBWVycm9yGAMgASgLMg0uaW9wLnYxLkVycm9ySABCCAoGcmVzdWx0IjAKDUhpc3RvcnlSZXN1bHQSHwoEcnVucxgBIAMoCzIRLmlvcC52MS5SdW5SZWNvcmQi/gEKCVJ1blJlY29yZBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBSABKAMSGgoSZmlyc3Rfb3V0cHV0X2F0X21zGAYgASgDEhYKDmZpbmlzaGVkX2F0X21zGAcgASgDEhwKBXVzYWdlGAggASgLMg0uaW9wLnYxLlVzYWdlEhwKBWVycm9yGAkgASgLMg0uaW9wLnYxLkVycm9yEhYKDm91dHB1dF9zdW1tYXJ5GAogASgJEhEKCWV4aXRfY29kZRgLIAEoBSJDChJDYXBhYmlsaXRpZXNSZXN1bHQSLQoIYWRhcHRlcnMYASADKAsyGy5pb3AudjEuQWRhcHRlckNhcGFiaWxpdGllcyKXAQoTQWRhcHRlckNhcGFiaWxpdGllcxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHaGVhbHRoeRgDIAEoCBIOCgZkZXRhaWwYBCABKAkSDwoHdGFyZ2V0cxgFIAMoCRIRCglzdHJlYW1pbmcYBiABKAgSDQoFdG9vbHMYByABKAgSEAoIc2Vzc2lvbnMYCCABKAgigQIKDUVkZ2VOb2RlRXZlbnQSDwoHbm9kZV9pZBgBIAEoCRIUCgx0aW1lc3RhbXBfbXMYAiABKAMSLAoKcmVnaXN0ZXJlZBgKIAEoCzIWLmlvcC52MS5Ob2RlUmVnaXN0ZXJlZEgAEjAKDGRpc2Nvbm5lY3RlZBgLIAEoCzIYLmlvcC52MS5Ob2RlRGlzY29ubmVjdGVkSAASLwoOY29uZmlnX2FwcGxpZWQYDCABKAsyFS5pb3AudjEuQ29uZmlnQXBwbGllZEgAEi8KDmFkYXB0ZXJfaGVhbHRoGA0gASgLMhUuaW9wLnYxLkFkYXB0ZXJIZWFsdGhIAEIHCgVldmVudCIwCg5Ob2RlUmVnaXN0ZXJlZBINCgVhbGlhcxgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIiIKEE5vZGVEaXNjb25uZWN0ZWQSDgoGcmVhc29uGAEgASgJIokBCg1Db25maWdBcHBsaWVkEhAKCGFkYXB0ZXJzGAEgAygJEjUKCHJlamVjdGVkGAIgAygLMiMuaW9wLnYxLkNvbmZpZ0FwcGxpZWQuUmVqZWN0ZWRFbnRyeRovCg1SZWplY3RlZEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiQQoNQWRhcHRlckhlYWx0aBIPCgdhZGFwdGVyGAEgASgJEg8KB2hlYWx0aHkYAiABKAgSDgoGZGV0YWlsGAMgASgJYgZwcm90bzM", [file_iop_v1_common]);
+  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIo4ECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQifgoQUmVnaXN0ZXJSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSKQoGY29uZmlnGAMgASgLMhkuaW9wLnYxLk5vZGVDb25maWdQYXlsb2FkEh0KFWFjY2VwdHNfZXZlbnRfYmF0Y2hlcxgEIAEoCCLDAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgGIAEoDSK9AQoNQWRhcHRlckNvbmZpZxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIkCgRtb2NrGAogASgLMhQuaW9wLnYxLk1vY2tTZXR0aW5nc0gAEiIKA2NsaRgLIAEoCzITLmlvcC52MS5DbGlTZXR0aW5nc0gAEikKBGh0dHAYDCABKAsyGS5pb3AudjEuSHR0cE1vZGVsU2V0dGluZ3NIAEIKCghzZXR0aW5ncyJ5CgxNb2NrU2V0dGluZ3MSDgoGdG9rZW5zGAEgASgNEhYKDnRva2VuX2RlbGF5X21zGAIgASgNEhYKDnN0YXJ0X2RlbGF5X21zGAMgASgNEhEKCWZhaWxfd2l0aBgEIAEoCRIWCg5mYWlsX3JldHJ5YWJsZRgFIAEoCCIzCgtDbGlTZXR0aW5ncxIkCghwcm9maWxlcxgBIAMoCzISLmlvcC52MS5DbGlQcm9maWxlItoBCgpDbGlQcm9maWxlEgwKBG5hbWUYASABKAkSDwoHY29tbWFuZBgCIAEoCRIMCgRhcmdzGAMgAygJEigKA2VudhgEIAMoCzIbLmlvcC52MS5DbGlQcm9maWxlLkVudkVudHJ5EgsKA2N3ZBgFIAEoCRISCgp0aW1lb3V0X21zGAYgASgNEhMKC3Jlc3VtZV9hcmdzGAcgAygJEhMKC2Rlc2NyaXB0aW9uGAggASgJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEisAEKEUh0dHBNb2RlbFNldHRpbmdzEhAKCGJhc2VfdXJsGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSEwoLYXBpX2tleV9lbnYYAyABKAkSGgoSY29ubmVjdF90aW1lb3V0X21zGAQgASgNEh4KFmZpcnN0X3Rva2VuX3RpbWVvdXRfbXMYBSABKA0SFwoPaWRsZV90aW1lb3V0X21zGAYgASgNEg4KBm1vZGVscxgHIAMoCSJrCg5Qcm92aWRlckNvbmZpZxIKCgJpZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIXCg9tYXhfY29uY3VycmVuY3kYBCABKA0SEwoLbW9kZWxfZ3JvdXAYBSABKAkiNwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSFgoOcnVuc19pbl9mbGlnaHQYAiABKA0i6QIKClJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEiUKCG1lc3NhZ2VzGAQgAygLMhMuaW9wLnYxLkNoYXRNZXNzYWdlEg4KBnByb21wdBgFIAEoCRIpCghzYW1wbGluZxgGIAEoCzIXLmlvcC52MS5TYW1wbGluZ09wdGlvbnMSJQoFdG9vbHMYByADKAsyFi5pb3AudjEuVG9vbERlZmluaXRpb24SEgoKc2Vzc2lvbl9pZBgIIAEoCRIyCghtZXRhZGF0YRgJIAMoCzIgLmlvcC52MS5SdW5SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKdGltZW91dF9tcxgKIAEoDRIUCgx3aG9sZV9hbnN3ZXIYCyABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBInYKC0NoYXRNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRIUCgx0b29sX2NhbGxfaWQYAyABKAkSJAoKdG9vbF9jYWxscxgEIAMoCzIQLmlvcC52MS5Ub29sQ2FsbBIMCgRuYW1lGAUgASgJIkwKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJIkYKCFRvb2xDYWxsEg0KBWluZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJIr8BCg9TYW1wbGluZ09wdGlvbnMSGAoLdGVtcGVyYXR1cmUYASABKAFIAIgBARISCgV0b3BfcBgCIAEoAUgBiAEBEhcKCm1heF90b2tlbnMYAyABKA1IAogBARIMCgRzdG9wGAQgAygJEhEKBHNlZWQYBSABKANIA4gBARISCgpleHRyYV9qc29uGAYgASgJQg4KDF90ZW1wZXJhdHVyZUIICgZfdG9wX3BCDQoLX21heF90b2tlbnNCBwoFX3NlZWQiLwoNQ2FuY2VsUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIvsCCghSdW5FdmVudBIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgEEhQKDHRpbWVzdGFtcF9tcxgDIAEoAxIlCgdzdGFydGVkGAogASgLMhIuaW9wLnYxLlJ1blN0YXJ0ZWRIABIlCgZvdXRwdXQYCyABKAsyEy5pb3AudjEuT3V0cHV0RGVsdGFIABIqCgl0b29sX2NhbGwYDCABKAsyFS5pb3AudjEuVG9vbENhbGxEZWx0YUgAEh4KA2xvZxgNIAEoCzIPLmlvcC52MS5Mb2dMaW5lSAASHgoFdXNhZ2UYDiABKAsyDS5pb3AudjEuVXNhZ2VIABIpCgljb21wbGV0ZWQYDyABKAsyFC5pb3AudjEuUnVuQ29tcGxldGVkSAASIwoGZmFpbGVkGBAgASgLMhEuaW9wLnYxLlJ1bkZhaWxlZEgAEikKCWNhbmNlbGxlZBgRIAEoCzIULmlvcC52MS5SdW5DYW5jZWxsZWRIAEIHCgVldmVudCIxCg1SdW5FdmVudEJhdGNoEiAKBmV2ZW50cxgBIAMoCzIQLmlvcC52MS5SdW5FdmVudCI+CgpSdW5TdGFydGVkEg8KB25vZGVfaWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkiGwoLT3V0cHV0RGVsdGESDAoEdGV4dBgBIAEoCSIvCg1Ub29sQ2FsbERlbHRhEh4KBGNhbGwYASABKAsyEC5pb3AudjEuVG9vbENhbGwiJwoHTG9nTGluZRIOCgZzdHJlYW0YASABKAkSDAoEdGV4dBgCIAEoCSJWCgxSdW5Db21wbGV0ZWQSFQoNZmluaXNoX3JlYXNvbhgBIAEoCRIcCgV1c2FnZRgCIAEoCzINLmlvcC52MS5Vc2FnZRIRCglleGl0X2NvZGUYAyABKAUiPAoJUnVuRmFpbGVkEhwKBWVycm9yGAEgASgLMg0uaW9wLnYxLkVycm9yEhEKCWV4aXRfY29kZRgCIAEoBSIeCgxSdW5DYW5jZWxsZWQSDgoGcmVhc29uGAEgASgJInsKEk5vZGVDb21tYW5kUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhQuaW9wLnYxLkhpc3RvcnlRdWVyeUgAEjEKDGNhcGFiaWxpdGllcxgCIAEoCzIZLmlvcC52MS5DYXBhYmlsaXRpZXNRdWVyeUgAQgkKB2NvbW1hbmQiHQoMSGlzdG9yeVF1ZXJ5Eg0KBWxpbWl0GAEgASgNIhMKEUNhcGFiaWxpdGllc1F1ZXJ5Ip0BChNOb2RlQ29tbWFuZFJlc3BvbnNlEigKB2hpc3RvcnkYASABKAsyFS5pb3AudjEuSGlzdG9yeVJlc3VsdEgAEjIKDGNhcGFiaWxpdGllcxgCIAEoCzIaLmlvcC52MS5DYXBhYmlsaXRpZXNSZXN1bHRIABIeCgVlcnJvchgDIAEoCzINLmlvcC52MS5FcnJvckgAQggKBnJlc3VsdCIwCg1IaXN0b3J5UmVzdWx0Eh8KBHJ1bnMYASADKAsyES5pb3AudjEuUnVuUmVjb3JkIv4BCglSdW5SZWNvcmQSDgoGcnVuX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEg4KBnN0YXR1cxgEIAEoCRIVCg1zdGFydGVkX2F0X21zGAUgASgDEhoKEmZpcnN0X291dHB1dF9hdF9tcxgGIAEoAxIWCg5maW5pc2hlZF9hdF9tcxgHIAEoAxIcCgV1c2FnZRgIIAEoCzINLmlvcC52MS5Vc2FnZRIcCgVlcnJvchgJIAEoCzINLmlvcC52MS5FcnJvchIWCg5vdXRwdXRfc3VtbWFyeRgKIAEoCRIRCglleGl0X2NvZGUYCyABKAUiQwoSQ2FwYWJpbGl0aWVzUmVzdWx0Ei0KCGFkYXB0ZXJzGAEgAygLMhsuaW9wLnYxLkFkYXB0ZXJDYXBhYmlsaXRpZXMilwEKE0FkYXB0ZXJDYXBhYmlsaXRpZXMSDAoEbmFtZRgBIAEoCRIMCgRraW5kGAIgASgJEg8KB2hlYWx0aHkYAyABKAgSDgoGZGV0YWlsGAQgASgJEg8KB3RhcmdldHMYBSADKAkSEQoJc3RyZWFtaW5nGAYgASgIEg0KBXRvb2xzGAcgASgIEhAKCHNlc3Npb25zGAggASgIIoECCg1FZGdlTm9kZUV2ZW50Eg8KB25vZGVfaWQYASABKAkSFAoMdGltZXN0YW1wX21zGAIgASgDEiwKCnJlZ2lzdGVyZWQYCiABKAsyFi5pb3AudjEuTm9kZVJlZ2lzdGVyZWRIABIwCgxkaXNjb25uZWN0ZWQYCyABKAsyGC5pb3AudjEuTm9kZURpc2Nvbm5lY3RlZEgAEi8KDmNvbmZpZ19hcHBsaWVkGAwgASgLMhUuaW9wLnYxLkNvbmZpZ0FwcGxpZWRIABIvCg5hZGFwdGVyX2hlYWx0aBgNIAEoCzIVLmlvcC52MS5BZGFwdGVySGVhbHRoSABCBwoFZXZlbnQiMAoOTm9kZVJlZ2lzdGVyZWQSDQoFYWxpYXMYASABKAkSDwoHdmVyc2lvbhgCIAEoCSIiChBOb2RlRGlzY29ubmVjdGVkEg4KBnJlYXNvbhgBIAEoCSKJAQoNQ29uZmlnQXBwbGllZBIQCghhZGFwdGVycxgBIAMoCRI1CghyZWplY3RlZBgCIAMoCzIjLmlvcC52MS5Db25maWdBcHBsaWVkLlJlamVjdGVkRW50cnkaLwoNUmVqZWN0ZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKDUFkYXB0ZXJIZWFsdGgSDwoHYWRhcHRlchgBIAEoCRIPCgdoZWFsdGh5GAIgASgIEg4KBmRldGFpbBgDIAEoCWIGcHJvdG8z", [file_iop_v1_common]);
 
 /**
  * NodeEnvelope is the only message sent on the Edge↔Node link.
@@ -84,6 +84,12 @@ export type NodeEnvelope = Message<"iop.v1.NodeEnvelope"> & {
      */
     value: EdgeNodeEvent;
     case: "nodeEvent";
+  } | {
+    /**
+     * @generated from field: iop.v1.RunEventBatch run_events = 19;
+     */
+    value: RunEventBatch;
+    case: "runEvents";
   } | { case: undefined; value?: undefined };
 };
 
@@ -196,6 +202,13 @@ export type RegisterResponse = Message<"iop.v1.RegisterResponse"> & {
    * @generated from field: iop.v1.NodeConfigPayload config = 3;
    */
   config?: NodeConfigPayload | undefined;
+
+  /**
+   * The Edge reads RunEventBatch: the Node may send the run events of one task as one frame.
+   *
+   * @generated from field: bool accepts_event_batches = 4;
+   */
+  acceptsEventBatches: boolean;
 };
 
 /**
@@ -884,6 +897,26 @@ export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
   messageDesc(file_iop_v1_node, 18);
 
 /**
+ * RunEventBatch carries run events produced together (e.g. the deltas of one backend read), in
+ * order, so that they cost one frame; sent only to an Edge that accepts_event_batches.
+ *
+ * @generated from message iop.v1.RunEventBatch
+ */
+export type RunEventBatch = Message<"iop.v1.RunEventBatch"> & {
+  /**
+   * @generated from field: repeated iop.v1.RunEvent events = 1;
+   */
+  events: RunEvent[];
+};
+
+/**
+ * Describes the message iop.v1.RunEventBatch.
+ * Use `create(RunEventBatchSchema)` to create a new message.
+ */
+export const RunEventBatchSchema: GenMessage<RunEventBatch> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 19);
+
+/**
  * RunStarted opens a run's event stream.
  *
  * @generated from message iop.v1.RunStarted
@@ -910,7 +943,7 @@ export type RunStarted = Message<"iop.v1.RunStarted"> & {
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 19);
+  messageDesc(file_iop_v1_node, 20);
 
 /**
  * OutputDelta is a piece of the run's answer (model text or CLI stdout).
@@ -929,7 +962,7 @@ export type OutputDelta = Message<"iop.v1.OutputDelta"> & {
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
 export const OutputDeltaSchema: GenMessage<OutputDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 20);
+  messageDesc(file_iop_v1_node, 21);
 
 /**
  * ToolCallDelta streams part of a tool call.
@@ -948,7 +981,7 @@ export type ToolCallDelta = Message<"iop.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 21);
+  messageDesc(file_iop_v1_node, 22);
 
 /**
  * LogLine is diagnostic output that is not part of the answer (e.g. CLI stderr).
@@ -972,7 +1005,7 @@ export type LogLine = Message<"iop.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 22);
+  messageDesc(file_iop_v1_node, 23);
 
 /**
  * RunCompleted closes a successful run.
@@ -1005,7 +1038,7 @@ export type RunCompleted = Message<"iop.v1.RunCompleted"> & {
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export const RunCompletedSchema: GenMessage<RunCompleted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 23);
+  messageDesc(file_iop_v1_node, 24);
 
 /**
  * RunFailed closes a run that did not succeed.
@@ -1029,7 +1062,7 @@ export type RunFailed = Message<"iop.v1.RunFailed"> & {
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema: GenMessage<RunFailed> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 24);
+  messageDesc(file_iop_v1_node, 25);
 
 /**
  * RunCancelled closes a run that was cancelled or timed out by request.
@@ -1048,7 +1081,7 @@ export type RunCancelled = Message<"iop.v1.RunCancelled"> & {
  * Use `create(RunCancelledSchema)` to create a new message.
  */
 export const RunCancelledSchema: GenMessage<RunCancelled> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 25);
+  messageDesc(file_iop_v1_node, 26);
 
 /**
  * NodeCommandRequest asks a Node for something other than a run.
@@ -1079,7 +1112,7 @@ export type NodeCommandRequest = Message<"iop.v1.NodeCommandRequest"> & {
  * Use `create(NodeCommandRequestSchema)` to create a new message.
  */
 export const NodeCommandRequestSchema: GenMessage<NodeCommandRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 26);
+  messageDesc(file_iop_v1_node, 27);
 
 /**
  * HistoryQuery reads the Node's most recent runs, newest first.
@@ -1098,7 +1131,7 @@ export type HistoryQuery = Message<"iop.v1.HistoryQuery"> & {
  * Use `create(HistoryQuerySchema)` to create a new message.
  */
 export const HistoryQuerySchema: GenMessage<HistoryQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 27);
+  messageDesc(file_iop_v1_node, 28);
 
 /**
  * CapabilitiesQuery asks every adapter what it can do now.
@@ -1113,7 +1146,7 @@ export type CapabilitiesQuery = Message<"iop.v1.CapabilitiesQuery"> & {
  * Use `create(CapabilitiesQuerySchema)` to create a new message.
  */
 export const CapabilitiesQuerySchema: GenMessage<CapabilitiesQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 28);
+  messageDesc(file_iop_v1_node, 29);
 
 /**
  * NodeCommandResponse answers a NodeCommandRequest.
@@ -1150,7 +1183,7 @@ export type NodeCommandResponse = Message<"iop.v1.NodeCommandResponse"> & {
  * Use `create(NodeCommandResponseSchema)` to create a new message.
  */
 export const NodeCommandResponseSchema: GenMessage<NodeCommandResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 29);
+  messageDesc(file_iop_v1_node, 30);
 
 /**
  * HistoryResult lists recorded runs.
@@ -1169,7 +1202,7 @@ export type HistoryResult = Message<"iop.v1.HistoryResult"> & {
  * Use `create(HistoryResultSchema)` to create a new message.
  */
 export const HistoryResultSchema: GenMessage<HistoryResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 30);
+  messageDesc(file_iop_v1_node, 31);
 
 /**
  * RunRecord is one row of a Node's run history.
@@ -1240,7 +1273,7 @@ export type RunRecord = Message<"iop.v1.RunRecord"> & {
  * Use `create(RunRecordSchema)` to create a new message.
  */
 export const RunRecordSchema: GenMessage<RunRecord> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 31);
+  messageDesc(file_iop_v1_node, 32);
 
 /**
  * CapabilitiesResult describes each adapter.
@@ -1259,7 +1292,7 @@ export type CapabilitiesResult = Message<"iop.v1.CapabilitiesResult"> & {
  * Use `create(CapabilitiesResultSchema)` to create a new message.
  */
 export const CapabilitiesResultSchema: GenMessage<CapabilitiesResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 32);
+  messageDesc(file_iop_v1_node, 33);
 
 /**
  * AdapterCapabilities is what one adapter reports about itself.
@@ -1313,7 +1346,7 @@ export type AdapterCapabilities = Message<"iop.v1.AdapterCapabilities"> & {
  * Use `create(AdapterCapabilitiesSchema)` to create a new message.
  */
 export const AdapterCapabilitiesSchema: GenMessage<AdapterCapabilities> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 33);
+  messageDesc(file_iop_v1_node, 34);
 
 /**
  * EdgeNodeEvent carries connection lifecycle and status news, separate from run events.
@@ -1366,7 +1399,7 @@ export type EdgeNodeEvent = Message<"iop.v1.EdgeNodeEvent"> & {
  * Use `create(EdgeNodeEventSchema)` to create a new message.
  */
 export const EdgeNodeEventSchema: GenMessage<EdgeNodeEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 34);
+  messageDesc(file_iop_v1_node, 35);
 
 /**
  * NodeRegistered records a Node joining its Edge.
@@ -1390,7 +1423,7 @@ export type NodeRegistered = Message<"iop.v1.NodeRegistered"> & {
  * Use `create(NodeRegisteredSchema)` to create a new message.
  */
 export const NodeRegisteredSchema: GenMessage<NodeRegistered> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 35);
+  messageDesc(file_iop_v1_node, 36);
 
 /**
  * NodeDisconnected records a Node leaving its Edge.
@@ -1409,7 +1442,7 @@ export type NodeDisconnected = Message<"iop.v1.NodeDisconnected"> & {
  * Use `create(NodeDisconnectedSchema)` to create a new message.
  */
 export const NodeDisconnectedSchema: GenMessage<NodeDisconnected> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 36);
+  messageDesc(file_iop_v1_node, 37);
 
 /**
  * ConfigApplied reports which adapters a Node built from its config.
@@ -1435,7 +1468,7 @@ export type ConfigApplied = Message<"iop.v1.ConfigApplied"> & {
  * Use `create(ConfigAppliedSchema)` to create a new message.
  */
 export const ConfigAppliedSchema: GenMessage<ConfigApplied> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 37);
+  messageDesc(file_iop_v1_node, 38);
 
 /**
  * AdapterHealth reports an adapter's health change.
@@ -1464,5 +1497,5 @@ export type AdapterHealth = Message<"iop.v1.AdapterHealth"> & {
  * Use `create(AdapterHealthSchema)` to create a new message.
  */
 export const AdapterHealthSchema: GenMessage<AdapterHealth> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 38);
+  messageDesc(file_iop_v1_node, 39);
 
