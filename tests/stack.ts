@@ -26,14 +26,10 @@ import { mountSurfaces } from "../services/edge/http/surfaces.ts";
 import { EdgeService } from "../services/edge/service.ts";
 import { startNodeServer } from "../services/edge/transport/node_server.ts";
 import type { AdapterMetrics } from "../services/node/adapters/adapter_metrics.ts";
-import { cliAdapterFactory } from "../services/node/adapters/cli.ts";
-import { mockAdapterFactory } from "../services/node/adapters/mock.ts";
-import { createOllamaAdapter } from "../services/node/adapters/ollama.ts";
-import { createOpenAICompatAdapter } from "../services/node/adapters/openai_compat.ts";
+import { adapterCatalog } from "../services/node/adapters/catalog.ts";
 import { type AdapterFactories, buildAdapterRegistry } from "../services/node/adapters/registry.ts";
-import { createVllmAdapter } from "../services/node/adapters/vllm.ts";
 import { NodeCore } from "../services/node/node.ts";
-import type { AdapterConfig, RunStore } from "../services/node/ports.ts";
+import type { RunStore } from "../services/node/ports.ts";
 import { openRunStore } from "../services/node/store/sqlite_store.ts";
 import { type EdgeClient, startEdgeClient } from "../services/node/transport/edge_client.ts";
 
@@ -105,23 +101,11 @@ export function quiet(name: string): Logger {
   return createLogger(name, { level: "error" });
 }
 
-/** The adapter factories of services/node/main.ts: mock, cli and the HTTP model adapters. */
+/** The adapter factories of services/node/main.ts (its catalog), without its state dir. */
 export function adapterFactories(
   options: { metrics?: AdapterMetrics; logger?: Logger } = {},
 ): AdapterFactories {
-  const http = (c: AdapterConfig) => {
-    if (c.kind !== "ollama" && c.kind !== "vllm" && c.kind !== "openai_compat") {
-      throw new TypeError(`adapter '${c.name}' of kind ${c.kind} is not an HTTP adapter`);
-    }
-    return c.settings;
-  };
-  return {
-    mock: mockAdapterFactory,
-    cli: cliAdapterFactory,
-    ollama: (c) => createOllamaAdapter(c.name, http(c), options),
-    vllm: (c) => createVllmAdapter(c.name, http(c), options),
-    openai_compat: (c) => createOpenAICompatAdapter(c.name, http(c), options),
-  };
+  return adapterCatalog(options);
 }
 
 /** Starts an Edge (no nodes yet); see {@linkcode EdgeOptions} for what it serves. */

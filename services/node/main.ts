@@ -10,18 +10,13 @@ import { startupFailed, startupStep } from "../../shared/startup.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { createAdapterMetrics } from "./adapters/adapter_metrics.ts";
-import { cliAdapterFactory } from "./adapters/cli.ts";
+import { adapterCatalog } from "./adapters/catalog.ts";
 import { reapOrphanedGroups } from "./adapters/group_reaper.ts";
-import { mockAdapterFactory } from "./adapters/mock.ts";
-import { createOllamaAdapter } from "./adapters/ollama.ts";
-import { createOpenAICompatAdapter } from "./adapters/openai_compat.ts";
 import { buildAdapterRegistry } from "./adapters/registry.ts";
-import { createVllmAdapter } from "./adapters/vllm.ts";
 import { loadNodeConfig } from "./config.ts";
 import { createNodeHttp } from "./http/health.ts";
 import { NodeCore } from "./node.ts";
 import { createRunMetrics } from "./node_metrics.ts";
-import type { AdapterConfig } from "./ports.ts";
 import { openRunStore } from "./store/sqlite_store.ts";
 import { startEdgeClient } from "./transport/edge_client.ts";
 
@@ -51,26 +46,19 @@ if (interrupted > 0) {
 const cliGroupsDir = `${dirOf(config.history.path)}/cli-groups`;
 await reapOrphanedGroups(cliGroupsDir, { logger: logger.with({ node_id: config.node.id }) });
 
-const httpSettings = (c: AdapterConfig) => {
-  if (c.kind !== "ollama" && c.kind !== "vllm" && c.kind !== "openai_compat") {
-    throw new TypeError(`adapter '${c.name}' of kind ${c.kind} is not an HTTP adapter`);
-  }
-  return c.settings;
-};
 const core = new NodeCore({
   nodeId: config.node.id,
   store,
   logger: logger.with({ node_id: config.node.id }),
   metrics: createRunMetrics(registry),
   buildAdapters: (configs) =>
-    buildAdapterRegistry(configs, {
-      mock: mockAdapterFactory,
-      cli: (c) => cliAdapterFactory(c, { stateDir: cliGroupsDir }),
-      ollama: (c) => createOllamaAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
-      vllm: (c) => createVllmAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
-      openai_compat: (c) =>
-        createOpenAICompatAdapter(c.name, httpSettings(c), { metrics: adapterMetrics }),
-    }),
+    buildAdapterRegistry(
+      configs,
+      adapterCatalog({
+        metrics: adapterMetrics,
+        cliStateDir: cliGroupsDir,
+      }),
+    ),
 });
 
 const client = startEdgeClient({
