@@ -68,9 +68,20 @@ interface Origin {
   key: string;
 }
 
-/** Keep-alive connections per origin, shared by every run of a Node. */
+/** Options of {@linkcode Http1Client}. */
+export interface Http1ClientOptions {
+  /** PEM certificates trusted for `https` besides the system's (for private CAs and tests). */
+  caCerts?: string[];
+}
+
+/** Keep-alive connections per origin, shared by every run of an adapter. */
 export class Http1Client {
   readonly #idle = new Map<string, Connection[]>();
+  readonly #options: Http1ClientOptions;
+
+  constructor(options: Http1ClientOptions = {}) {
+    this.#options = options;
+  }
 
   /** POSTs `request.body` to `url` and resolves once the response head is in. */
   async post(url: string, request: PostRequest): Promise<Http1Response> {
@@ -90,7 +101,12 @@ export class Http1Client {
         if (!(err instanceof Http1Error && err.beforeResponse) || request.signal.aborted) throw err;
       }
     }
-    const conn = await Connection.open(origin, request.signal, (c) => this.#release(c));
+    const conn = await Connection.open(
+      origin,
+      request.signal,
+      (c) => this.#release(c),
+      this.#options.caCerts,
+    );
     return await conn.exchange(bytes, request.signal);
   }
 
@@ -152,12 +168,17 @@ class Connection {
     origin: Origin,
     signal: AbortSignal,
     release: (c: Connection) => void,
+    caCerts: string[] | undefined,
   ): Promise<Connection> {
+    const { hostname, port } = origin;
     let conn: Deno.Conn;
     try {
       conn = origin.tls
-        ? await abortable(Deno.connectTls({ hostname: origin.hostname, port: origin.port }), signal)
-        : await Deno.connect({ hostname: origin.hostname, port: origin.port, signal });
+        ? await abortable(
+          Deno.connectTls({ hostname, port, ...(caCerts ? { caCerts } : {}) }),
+          signal,
+        )
+        : await Deno.connect({ hostname, port, signal });
     } catch (err) {
       throw new Http1Error(
         `cannot connect to ${origin.hostname}:${origin.port}: ${(err as Error).message}`,
@@ -186,7 +207,9 @@ class Connection {
     const done = () => signal.removeEventListener("abort", onAbort);
     try {
       await this.#writeAll(request);
-      const head = await this.#readHead();
+      let head = await this.#readHead();
+      // An interim answer (100 Continue, 103 Early Hints) precedes the real one.
+      while (/^HTTP\/1\.[01] 1\d\d\b/.test(head)) head = await this.#readHead();
       return this.#response(head, done);
     } catch (err) {
       done();

@@ -165,3 +165,85 @@ Deno.test("Http1Client refuses a malformed status line and a head over 64 KiB", 
   );
   client.close();
 });
+
+Deno.test("Http1Client skips an interim 100 Continue and reads the real answer", async () => {
+  await using server = rawServer([[
+    "HTTP/1.1 100 Continue\r\n\r\n",
+    "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+  ]]);
+  const client = new Http1Client();
+  const res = await post(client, server.url);
+  assert.deepEqual([res.status, await res.text()], [200, "ok"]);
+  client.close();
+});
+
+Deno.test("Http1Client speaks TLS to an https backend whose certificate it trusts", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "iop_tls_" });
+  try {
+    // A CA and a server certificate it signed (rustls refuses a CA used as the server's own).
+    const openssl = async (...args: string[]) => {
+      const run = await new Deno.Command("openssl", {
+        args,
+        cwd: dir,
+        stdout: "null",
+        stderr: "piped",
+      })
+        .output();
+      assert.ok(run.success, new TextDecoder().decode(run.stderr));
+    };
+    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    await openssl(
+      "req",
+      "-x509",
+      ...ec,
+      "-keyout",
+      "ca.key",
+      "-out",
+      "ca.pem",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=test-ca",
+    );
+    await openssl("req", ...ec, "-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1");
+    await Deno.writeTextFile(
+      `${dir}/leaf.ext`,
+      "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    );
+    await openssl(
+      "x509",
+      "-req",
+      "-in",
+      "leaf.csr",
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-out",
+      "cert.pem",
+      "-days",
+      "1",
+      "-extfile",
+      "leaf.ext",
+    );
+    const ca = await Deno.readTextFile(`${dir}/ca.pem`);
+    const cert = await Deno.readTextFile(`${dir}/cert.pem`);
+    const key = await Deno.readTextFile(`${dir}/key.pem`);
+    await using server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, cert, key, onListen() {} },
+      async (req) => new Response(`secure ${await req.text()}`),
+    );
+    const url = `https://127.0.0.1:${server.addr.port}/v1/x`;
+    const trusting = new Http1Client({ caCerts: [ca] });
+    for (let i = 0; i < 2; i++) {
+      assert.equal(await (await post(trusting, url)).text(), 'secure {"a":"é"}');
+    }
+    trusting.close();
+    const stranger = new Http1Client();
+    await assert.rejects(post(stranger, url), "a certificate outside the trusted roots is refused");
+    stranger.close();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
