@@ -11,43 +11,26 @@ import {
   readYamlFile,
 } from "../../shared/config.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
+import {
+  ADAPTER_KIND_NAMES,
+  adapterKind,
+  type AdapterKindName,
+  type AdapterSettingsByKind,
+} from "../../shared/adapter_kinds/catalog.ts";
+import type { CliProfile } from "../../shared/adapter_kinds/cli.ts";
 
-/** An adapter instance a node record declares. */
+/**
+ * An adapter instance a node record declares: its name, and its kind's settings flattened in
+ * (`shared/adapter_kinds/` defines each kind's keys, defaults and rules).
+ */
 export type NodeAdapterRecord =
   & { name: string; enabled: boolean }
-  & (
-    | {
-      kind: "mock";
-      tokens: number;
-      tokenDelayMs: number;
-      startDelayMs: number;
-      failWith: string;
-      failRetryable: boolean;
-    }
-    | { kind: "cli"; profiles: CliProfileRecord[] }
-    | {
-      kind: "ollama" | "vllm" | "openai_compat";
-      baseUrl: string;
-      apiKey: string;
-      apiKeyEnv: string;
-      connectTimeoutMs: number;
-      firstTokenTimeoutMs: number;
-      idleTimeoutMs: number;
-      models: string[];
-    }
-  );
+  & {
+    [K in AdapterKindName]: { kind: K } & AdapterSettingsByKind[K];
+  }[AdapterKindName];
 
 /** A CLI profile a node record declares. */
-export interface CliProfileRecord {
-  name: string;
-  command: string;
-  args: string[];
-  resumeArgs: string[];
-  env: Record<string, string>;
-  cwd: string;
-  timeoutMs: number;
-  description: string;
-}
+export type CliProfileRecord = CliProfile;
 
 /** A provider: one model served by one adapter on one node, a member of a model group's pool. */
 export interface ProviderRecord {
@@ -263,57 +246,11 @@ function parseNode(r: ConfigReader): NodeRecord {
   };
 }
 
-const ADAPTER_KINDS = ["mock", "cli", "ollama", "vllm", "openai_compat"] as const;
-
 function parseAdapter(r: ConfigReader): NodeAdapterRecord {
-  const kind = r.oneOf("kind", ADAPTER_KINDS);
+  const kind = r.oneOf("kind", ADAPTER_KIND_NAMES);
   const base = { name: r.nonEmpty("name", kind), enabled: r.boolean("enabled", true) };
-  switch (kind) {
-    case "mock":
-      return {
-        ...base,
-        kind,
-        tokens: r.number("tokens", 8, { min: 0 }),
-        tokenDelayMs: r.number("token_delay_ms", 20, { min: 0 }),
-        startDelayMs: r.number("start_delay_ms", 0, { min: 0 }),
-        failWith: r.string("fail_with", ""),
-        failRetryable: r.boolean("fail_retryable", false),
-      };
-    case "cli": {
-      const profiles = r.list("profiles").map(parseProfile);
-      checkUnique(
-        r.file,
-        profiles.map((p, i) => [`${r.path}.profiles[${i}].name`, p.name]),
-        "CLI profile name",
-      );
-      return { ...base, kind, profiles };
-    }
-    default:
-      return {
-        ...base,
-        kind,
-        baseUrl: r.nonEmpty("base_url"),
-        apiKey: r.string("api_key", ""),
-        apiKeyEnv: r.string("api_key_env", ""),
-        connectTimeoutMs: r.number("connect_timeout_ms", 10_000, { min: 0 }),
-        firstTokenTimeoutMs: r.number("first_token_timeout_ms", 120_000, { min: 0 }),
-        idleTimeoutMs: r.number("idle_timeout_ms", 60_000, { min: 0 }),
-        models: r.strings("models"),
-      };
-  }
-}
-
-function parseProfile(r: ConfigReader): CliProfileRecord {
-  return {
-    name: r.nonEmpty("name"),
-    command: r.nonEmpty("command"),
-    args: r.strings("args"),
-    resumeArgs: r.strings("resume_args"),
-    env: r.stringMap("env"),
-    cwd: r.string("cwd", ""),
-    timeoutMs: r.number("timeout_ms", 0, { min: 0 }),
-    description: r.string("description", ""),
-  };
+  const settings = adapterKind(kind)!.parse(r) as object;
+  return { ...base, kind, ...settings } as NodeAdapterRecord;
 }
 
 function parseModel(r: ConfigReader): ModelRecord {

@@ -5,6 +5,7 @@
  * converts between wire messages and these types and drives a {@linkcode TransportHandler}.
  * @module
  */
+import type { KindSettings } from "../../shared/adapter_kinds/catalog.ts";
 import type { IopError } from "../../shared/errors.ts";
 
 export type { ChatMessage, Sampling, ToolCall, ToolDefinition, Usage } from "../../shared/run.ts";
@@ -69,51 +70,12 @@ export interface Adapter {
   close?(): Promise<void>;
 }
 
-/** Knobs of the deterministic mock adapter; run metadata `mock.*` may override each. */
-export interface MockSettings {
-  tokens: number;
-  tokenDelayMs: number;
-  startDelayMs: number;
-  /** When set, every run fails with this error code. */
-  failWith: string;
-  failRetryable: boolean;
-}
+export type { MockSettings } from "../../shared/adapter_kinds/mock.ts";
+export type { CliProfile, CliSettings } from "../../shared/adapter_kinds/cli.ts";
+export type { HttpModelSettings } from "../../shared/adapter_kinds/http_model.ts";
 
-/** One runnable command line of the CLI adapter. */
-export interface CliProfile {
-  name: string;
-  command: string;
-  /** Argument template; `{prompt}` and `{session}` are replaced per run. */
-  args: string[];
-  /** Used instead of `args` when a run continues a session. */
-  resumeArgs: string[];
-  env: Record<string, string>;
-  cwd: string;
-  timeoutMs: number;
-  description: string;
-}
-
-/** Settings of adapters that talk to a model server over HTTP. */
-export interface HttpModelSettings {
-  baseUrl: string;
-  /** Never logged. */
-  apiKey: string;
-  apiKeyEnv: string;
-  connectTimeoutMs: number;
-  firstTokenTimeoutMs: number;
-  idleTimeoutMs: number;
-  /** Advertised when the backend cannot be listed. */
-  models: string[];
-}
-
-/** One adapter instance as pushed by the Edge. */
-export type AdapterConfig =
-  & { name: string; enabled: boolean }
-  & (
-    | { kind: "mock"; settings: MockSettings }
-    | { kind: "cli"; settings: { profiles: CliProfile[] } }
-    | { kind: "ollama" | "vllm" | "openai_compat"; settings: HttpModelSettings }
-  );
+/** One adapter instance as pushed by the Edge: its kind's settings (`shared/adapter_kinds/`). */
+export type AdapterConfig = { name: string; enabled: boolean } & KindSettings;
 
 /** Status of a recorded run. */
 export type RunStatus = "running" | "completed" | "failed" | "cancelled" | "interrupted";

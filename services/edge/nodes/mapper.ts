@@ -9,6 +9,7 @@ import {
   type NodeConfigPayload,
   NodeConfigPayloadSchema,
 } from "../../../proto/gen/iop/v1/node_pb.ts";
+import { adapterKind } from "../../../shared/adapter_kinds/catalog.ts";
 import type { NodeAdapterRecord, NodeRecord } from "../config.ts";
 
 /** Link settings the Edge adds to every payload. */
@@ -38,44 +39,7 @@ export function buildNodeConfigPayload(
 }
 
 function toAdapterConfig(a: NodeAdapterRecord): AdapterConfig {
-  const base = { name: a.name, kind: a.kind, enabled: a.enabled };
-  switch (a.kind) {
-    case "mock":
-      return create(AdapterConfigSchema, {
-        ...base,
-        settings: {
-          case: "mock",
-          value: {
-            tokens: a.tokens,
-            tokenDelayMs: a.tokenDelayMs,
-            startDelayMs: a.startDelayMs,
-            failWith: a.failWith,
-            failRetryable: a.failRetryable,
-          },
-        },
-      });
-    case "cli":
-      return create(AdapterConfigSchema, {
-        ...base,
-        settings: { case: "cli", value: { profiles: a.profiles } },
-      });
-    case "ollama":
-    case "vllm":
-    case "openai_compat":
-      return create(AdapterConfigSchema, {
-        ...base,
-        settings: {
-          case: "http",
-          value: {
-            baseUrl: a.baseUrl,
-            apiKey: a.apiKey,
-            apiKeyEnv: a.apiKeyEnv,
-            connectTimeoutMs: a.connectTimeoutMs,
-            firstTokenTimeoutMs: a.firstTokenTimeoutMs,
-            idleTimeoutMs: a.idleTimeoutMs,
-            models: a.models,
-          },
-        },
-      });
-  }
+  const { name, kind, enabled, ...settings } = a;
+  const config = adapterKind(kind)!.toConfig(settings);
+  return create(AdapterConfigSchema, { name, kind, enabled, settingsJson: JSON.stringify(config) });
 }

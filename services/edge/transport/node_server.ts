@@ -28,7 +28,7 @@ import type { NodeCommand, NodeCommandResult, NodeLink } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
 
 /** Wire protocol version this Edge speaks. */
-export const NODE_PROTOCOL_VERSION = 1;
+export const NODE_PROTOCOL_VERSION = 2;
 
 type Conn = FrameConnection<typeof NodeEnvelopeSchema, typeof NodeEnvelopeSchema>;
 

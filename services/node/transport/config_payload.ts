@@ -1,75 +1,47 @@
 /**
- * Converts the NodeConfigPayload pushed by the Edge into the Node's domain adapter configs.
+ * Converts the NodeConfigPayload pushed by the Edge into the Node's domain adapter configs,
+ * validating each adapter's settings with its kind's own rules (`shared/adapter_kinds/`).
  * @module
  */
 import type { NodeConfigPayload } from "../../../proto/gen/iop/v1/node_pb.ts";
+import { adapterKind } from "../../../shared/adapter_kinds/catalog.ts";
+import { ConfigReader } from "../../../shared/config.ts";
 import type { AdapterConfig } from "../ports.ts";
 
 /** The domain view of a config payload. */
 export interface NodeSettings {
   adapters: AdapterConfig[];
+  /** Why each adapter that could not be read was refused, by adapter name. */
+  rejected: Record<string, string>;
   heartbeatIntervalMs: number;
   maxConcurrentRuns: number;
 }
 
-/** Wire payload → domain settings; adapters with no settings for their kind are skipped. */
+/**
+ * Wire payload → domain settings. An adapter of a kind this build does not know still reaches
+ * the registry, which reports it rejected; one whose settings do not read is rejected here.
+ */
 export function fromConfigPayload(payload: NodeConfigPayload): NodeSettings {
   const adapters: AdapterConfig[] = [];
-  for (const a of payload.adapters) {
+  const rejected: Record<string, string> = {};
+  payload.adapters.forEach((a, i) => {
     const base = { name: a.name, enabled: a.enabled };
-    const s = a.settings;
-    if (a.kind === "mock" && s.case === "mock") {
-      adapters.push({
-        ...base,
-        kind: "mock",
-        settings: {
-          tokens: s.value.tokens,
-          tokenDelayMs: s.value.tokenDelayMs,
-          startDelayMs: s.value.startDelayMs,
-          failWith: s.value.failWith,
-          failRetryable: s.value.failRetryable,
-        },
-      });
-    } else if (a.kind === "cli" && s.case === "cli") {
-      adapters.push({
-        ...base,
-        kind: "cli",
-        settings: {
-          profiles: s.value.profiles.map((p) => ({
-            name: p.name,
-            command: p.command,
-            args: [...p.args],
-            resumeArgs: [...p.resumeArgs],
-            env: { ...p.env },
-            cwd: p.cwd,
-            timeoutMs: p.timeoutMs,
-            description: p.description,
-          })),
-        },
-      });
-    } else if (
-      (a.kind === "ollama" || a.kind === "vllm" || a.kind === "openai_compat") && s.case === "http"
-    ) {
-      adapters.push({
-        ...base,
-        kind: a.kind,
-        settings: {
-          baseUrl: s.value.baseUrl,
-          apiKey: s.value.apiKey,
-          apiKeyEnv: s.value.apiKeyEnv,
-          connectTimeoutMs: s.value.connectTimeoutMs,
-          firstTokenTimeoutMs: s.value.firstTokenTimeoutMs,
-          idleTimeoutMs: s.value.idleTimeoutMs,
-          models: [...s.value.models],
-        },
-      });
-    } else {
-      // Unknown kinds still reach the registry so that it can report them as rejected.
+    const kind = adapterKind(a.kind);
+    if (!kind) {
       adapters.push({ ...base, kind: a.kind, settings: {} } as unknown as AdapterConfig);
+      return;
     }
-  }
+    try {
+      const raw: unknown = a.settingsJson === "" ? {} : JSON.parse(a.settingsJson);
+      const reader = new ConfigReader("pushed config", raw, `adapters[${i}]`);
+      adapters.push({ ...base, kind: a.kind, settings: kind.parse(reader) } as AdapterConfig);
+    } catch (err) {
+      rejected[a.name] = `settings do not read: ${(err as Error).message}`;
+    }
+  });
   return {
     adapters,
+    rejected,
     heartbeatIntervalMs: payload.heartbeatIntervalMs || 2000,
     maxConcurrentRuns: payload.maxConcurrentRuns,
   };

@@ -24,7 +24,7 @@ import { fromConfigPayload } from "./config_payload.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 
 /** Wire protocol version this Node speaks. */
-export const NODE_PROTOCOL_VERSION = 1;
+export const NODE_PROTOCOL_VERSION = 2;
 
 /** How long the Node waits for the Edge to answer its registration. */
 const REGISTER_TIMEOUT_MS = 10_000;
@@ -191,7 +191,8 @@ async function session(
   onRegistered();
   const outbox = eventOutbox(conn, answer.acceptsEventBatches);
   const payload = fromConfigPayload(answer.config);
-  const applied = core.applyConfig(payload.adapters, payload.maxConcurrentRuns);
+  const built = core.applyConfig(payload.adapters, payload.maxConcurrentRuns);
+  const applied = { ...built, rejected: { ...payload.rejected, ...built.rejected } };
   logger.info("registered with edge", {
     node_id: options.nodeId,
     edge: options.edgeAddress,

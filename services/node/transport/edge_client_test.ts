@@ -52,7 +52,7 @@ async function framesOfOneRun(acceptsEventBatches: boolean): Promise<NodeEnvelop
               name: "mock",
               kind: "mock",
               enabled: true,
-              settings: { case: "mock", value: { tokens: 5, tokenDelayMs: 0 } },
+              settingsJson: JSON.stringify({ tokens: 5, token_delay_ms: 0 }),
             }],
           },
         },

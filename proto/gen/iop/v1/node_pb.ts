@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file iop/v1/node.proto.
  */
 export const file_iop_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIo4ECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQifgoQUmVnaXN0ZXJSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSKQoGY29uZmlnGAMgASgLMhkuaW9wLnYxLk5vZGVDb25maWdQYXlsb2FkEh0KFWFjY2VwdHNfZXZlbnRfYmF0Y2hlcxgEIAEoCCLDAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgGIAEoDSK9AQoNQWRhcHRlckNvbmZpZxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIkCgRtb2NrGAogASgLMhQuaW9wLnYxLk1vY2tTZXR0aW5nc0gAEiIKA2NsaRgLIAEoCzITLmlvcC52MS5DbGlTZXR0aW5nc0gAEikKBGh0dHAYDCABKAsyGS5pb3AudjEuSHR0cE1vZGVsU2V0dGluZ3NIAEIKCghzZXR0aW5ncyJ5CgxNb2NrU2V0dGluZ3MSDgoGdG9rZW5zGAEgASgNEhYKDnRva2VuX2RlbGF5X21zGAIgASgNEhYKDnN0YXJ0X2RlbGF5X21zGAMgASgNEhEKCWZhaWxfd2l0aBgEIAEoCRIWCg5mYWlsX3JldHJ5YWJsZRgFIAEoCCIzCgtDbGlTZXR0aW5ncxIkCghwcm9maWxlcxgBIAMoCzISLmlvcC52MS5DbGlQcm9maWxlItoBCgpDbGlQcm9maWxlEgwKBG5hbWUYASABKAkSDwoHY29tbWFuZBgCIAEoCRIMCgRhcmdzGAMgAygJEigKA2VudhgEIAMoCzIbLmlvcC52MS5DbGlQcm9maWxlLkVudkVudHJ5EgsKA2N3ZBgFIAEoCRISCgp0aW1lb3V0X21zGAYgASgNEhMKC3Jlc3VtZV9hcmdzGAcgAygJEhMKC2Rlc2NyaXB0aW9uGAggASgJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEisAEKEUh0dHBNb2RlbFNldHRpbmdzEhAKCGJhc2VfdXJsGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSEwoLYXBpX2tleV9lbnYYAyABKAkSGgoSY29ubmVjdF90aW1lb3V0X21zGAQgASgNEh4KFmZpcnN0X3Rva2VuX3RpbWVvdXRfbXMYBSABKA0SFwoPaWRsZV90aW1lb3V0X21zGAYgASgNEg4KBm1vZGVscxgHIAMoCSJrCg5Qcm92aWRlckNvbmZpZxIKCgJpZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIXCg9tYXhfY29uY3VycmVuY3kYBCABKA0SEwoLbW9kZWxfZ3JvdXAYBSABKAkiNwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSFgoOcnVuc19pbl9mbGlnaHQYAiABKA0i6QIKClJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEiUKCG1lc3NhZ2VzGAQgAygLMhMuaW9wLnYxLkNoYXRNZXNzYWdlEg4KBnByb21wdBgFIAEoCRIpCghzYW1wbGluZxgGIAEoCzIXLmlvcC52MS5TYW1wbGluZ09wdGlvbnMSJQoFdG9vbHMYByADKAsyFi5pb3AudjEuVG9vbERlZmluaXRpb24SEgoKc2Vzc2lvbl9pZBgIIAEoCRIyCghtZXRhZGF0YRgJIAMoCzIgLmlvcC52MS5SdW5SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKdGltZW91dF9tcxgKIAEoDRIUCgx3aG9sZV9hbnN3ZXIYCyABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBInYKC0NoYXRNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRIUCgx0b29sX2NhbGxfaWQYAyABKAkSJAoKdG9vbF9jYWxscxgEIAMoCzIQLmlvcC52MS5Ub29sQ2FsbBIMCgRuYW1lGAUgASgJIkwKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJIkYKCFRvb2xDYWxsEg0KBWluZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJIr8BCg9TYW1wbGluZ09wdGlvbnMSGAoLdGVtcGVyYXR1cmUYASABKAFIAIgBARISCgV0b3BfcBgCIAEoAUgBiAEBEhcKCm1heF90b2tlbnMYAyABKA1IAogBARIMCgRzdG9wGAQgAygJEhEKBHNlZWQYBSABKANIA4gBARISCgpleHRyYV9qc29uGAYgASgJQg4KDF90ZW1wZXJhdHVyZUIICgZfdG9wX3BCDQoLX21heF90b2tlbnNCBwoFX3NlZWQiLwoNQ2FuY2VsUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIvsCCghSdW5FdmVudBIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgEEhQKDHRpbWVzdGFtcF9tcxgDIAEoAxIlCgdzdGFydGVkGAogASgLMhIuaW9wLnYxLlJ1blN0YXJ0ZWRIABIlCgZvdXRwdXQYCyABKAsyEy5pb3AudjEuT3V0cHV0RGVsdGFIABIqCgl0b29sX2NhbGwYDCABKAsyFS5pb3AudjEuVG9vbENhbGxEZWx0YUgAEh4KA2xvZxgNIAEoCzIPLmlvcC52MS5Mb2dMaW5lSAASHgoFdXNhZ2UYDiABKAsyDS5pb3AudjEuVXNhZ2VIABIpCgljb21wbGV0ZWQYDyABKAsyFC5pb3AudjEuUnVuQ29tcGxldGVkSAASIwoGZmFpbGVkGBAgASgLMhEuaW9wLnYxLlJ1bkZhaWxlZEgAEikKCWNhbmNlbGxlZBgRIAEoCzIULmlvcC52MS5SdW5DYW5jZWxsZWRIAEIHCgVldmVudCIxCg1SdW5FdmVudEJhdGNoEiAKBmV2ZW50cxgBIAMoCzIQLmlvcC52MS5SdW5FdmVudCI+CgpSdW5TdGFydGVkEg8KB25vZGVfaWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkiGwoLT3V0cHV0RGVsdGESDAoEdGV4dBgBIAEoCSIvCg1Ub29sQ2FsbERlbHRhEh4KBGNhbGwYASABKAsyEC5pb3AudjEuVG9vbENhbGwiJwoHTG9nTGluZRIOCgZzdHJlYW0YASABKAkSDAoEdGV4dBgCIAEoCSJWCgxSdW5Db21wbGV0ZWQSFQoNZmluaXNoX3JlYXNvbhgBIAEoCRIcCgV1c2FnZRgCIAEoCzINLmlvcC52MS5Vc2FnZRIRCglleGl0X2NvZGUYAyABKAUiPAoJUnVuRmFpbGVkEhwKBWVycm9yGAEgASgLMg0uaW9wLnYxLkVycm9yEhEKCWV4aXRfY29kZRgCIAEoBSIeCgxSdW5DYW5jZWxsZWQSDgoGcmVhc29uGAEgASgJInsKEk5vZGVDb21tYW5kUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhQuaW9wLnYxLkhpc3RvcnlRdWVyeUgAEjEKDGNhcGFiaWxpdGllcxgCIAEoCzIZLmlvcC52MS5DYXBhYmlsaXRpZXNRdWVyeUgAQgkKB2NvbW1hbmQiHQoMSGlzdG9yeVF1ZXJ5Eg0KBWxpbWl0GAEgASgNIhMKEUNhcGFiaWxpdGllc1F1ZXJ5Ip0BChNOb2RlQ29tbWFuZFJlc3BvbnNlEigKB2hpc3RvcnkYASABKAsyFS5pb3AudjEuSGlzdG9yeVJlc3VsdEgAEjIKDGNhcGFiaWxpdGllcxgCIAEoCzIaLmlvcC52MS5DYXBhYmlsaXRpZXNSZXN1bHRIABIeCgVlcnJvchgDIAEoCzINLmlvcC52MS5FcnJvckgAQggKBnJlc3VsdCIwCg1IaXN0b3J5UmVzdWx0Eh8KBHJ1bnMYASADKAsyES5pb3AudjEuUnVuUmVjb3JkIv4BCglSdW5SZWNvcmQSDgoGcnVuX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEg4KBnN0YXR1cxgEIAEoCRIVCg1zdGFydGVkX2F0X21zGAUgASgDEhoKEmZpcnN0X291dHB1dF9hdF9tcxgGIAEoAxIWCg5maW5pc2hlZF9hdF9tcxgHIAEoAxIcCgV1c2FnZRgIIAEoCzINLmlvcC52MS5Vc2FnZRIcCgVlcnJvchgJIAEoCzINLmlvcC52MS5FcnJvchIWCg5vdXRwdXRfc3VtbWFyeRgKIAEoCRIRCglleGl0X2NvZGUYCyABKAUiQwoSQ2FwYWJpbGl0aWVzUmVzdWx0Ei0KCGFkYXB0ZXJzGAEgAygLMhsuaW9wLnYxLkFkYXB0ZXJDYXBhYmlsaXRpZXMilwEKE0FkYXB0ZXJDYXBhYmlsaXRpZXMSDAoEbmFtZRgBIAEoCRIMCgRraW5kGAIgASgJEg8KB2hlYWx0aHkYAyABKAgSDgoGZGV0YWlsGAQgASgJEg8KB3RhcmdldHMYBSADKAkSEQoJc3RyZWFtaW5nGAYgASgIEg0KBXRvb2xzGAcgASgIEhAKCHNlc3Npb25zGAggASgIIoECCg1FZGdlTm9kZUV2ZW50Eg8KB25vZGVfaWQYASABKAkSFAoMdGltZXN0YW1wX21zGAIgASgDEiwKCnJlZ2lzdGVyZWQYCiABKAsyFi5pb3AudjEuTm9kZVJlZ2lzdGVyZWRIABIwCgxkaXNjb25uZWN0ZWQYCyABKAsyGC5pb3AudjEuTm9kZURpc2Nvbm5lY3RlZEgAEi8KDmNvbmZpZ19hcHBsaWVkGAwgASgLMhUuaW9wLnYxLkNvbmZpZ0FwcGxpZWRIABIvCg5hZGFwdGVyX2hlYWx0aBgNIAEoCzIVLmlvcC52MS5BZGFwdGVySGVhbHRoSABCBwoFZXZlbnQiMAoOTm9kZVJlZ2lzdGVyZWQSDQoFYWxpYXMYASABKAkSDwoHdmVyc2lvbhgCIAEoCSIiChBOb2RlRGlzY29ubmVjdGVkEg4KBnJlYXNvbhgBIAEoCSKJAQoNQ29uZmlnQXBwbGllZBIQCghhZGFwdGVycxgBIAMoCRI1CghyZWplY3RlZBgCIAMoCzIjLmlvcC52MS5Db25maWdBcHBsaWVkLlJlamVjdGVkRW50cnkaLwoNUmVqZWN0ZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKDUFkYXB0ZXJIZWFsdGgSDwoHYWRhcHRlchgBIAEoCRIPCgdoZWFsdGh5GAIgASgIEg4KBmRldGFpbBgDIAEoCWIGcHJvdG8z", [file_iop_v1_common]);
+  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIo4ECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQifgoQUmVnaXN0ZXJSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSKQoGY29uZmlnGAMgASgLMhkuaW9wLnYxLk5vZGVDb25maWdQYXlsb2FkEh0KFWFjY2VwdHNfZXZlbnRfYmF0Y2hlcxgEIAEoCCLDAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgGIAEoDSJlCg1BZGFwdGVyQ29uZmlnEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdlbmFibGVkGAMgASgIEhUKDXNldHRpbmdzX2pzb24YBCABKAlKBAgKEAtKBAgLEAxKBAgMEA0iawoOUHJvdmlkZXJDb25maWcSCgoCaWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSFwoPbWF4X2NvbmN1cnJlbmN5GAQgASgNEhMKC21vZGVsX2dyb3VwGAUgASgJIjcKCUhlYXJ0YmVhdBISCgpzZW50X2F0X21zGAEgASgDEhYKDnJ1bnNfaW5fZmxpZ2h0GAIgASgNIukCCgpSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIlCghtZXNzYWdlcxgEIAMoCzITLmlvcC52MS5DaGF0TWVzc2FnZRIOCgZwcm9tcHQYBSABKAkSKQoIc2FtcGxpbmcYBiABKAsyFy5pb3AudjEuU2FtcGxpbmdPcHRpb25zEiUKBXRvb2xzGAcgAygLMhYuaW9wLnYxLlRvb2xEZWZpbml0aW9uEhIKCnNlc3Npb25faWQYCCABKAkSMgoIbWV0YWRhdGEYCSADKAsyIC5pb3AudjEuUnVuUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnRpbWVvdXRfbXMYCiABKA0SFAoMd2hvbGVfYW5zd2VyGAsgASgIGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ2CgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSFAoMdG9vbF9jYWxsX2lkGAMgASgJEiQKCnRvb2xfY2FsbHMYBCADKAsyEC5pb3AudjEuVG9vbENhbGwSDAoEbmFtZRgFIAEoCSJMCg5Ub29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgDIAEoCSJGCghUb29sQ2FsbBINCgVpbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSK/AQoPU2FtcGxpbmdPcHRpb25zEhgKC3RlbXBlcmF0dXJlGAEgASgBSACIAQESEgoFdG9wX3AYAiABKAFIAYgBARIXCgptYXhfdG9rZW5zGAMgASgNSAKIAQESDAoEc3RvcBgEIAMoCRIRCgRzZWVkGAUgASgDSAOIAQESEgoKZXh0cmFfanNvbhgGIAEoCUIOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQg0KC19tYXhfdG9rZW5zQgcKBV9zZWVkIi8KDUNhbmNlbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSL7AgoIUnVuRXZlbnQSDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIUCgx0aW1lc3RhbXBfbXMYAyABKAMSJQoHc3RhcnRlZBgKIAEoCzISLmlvcC52MS5SdW5TdGFydGVkSAASJQoGb3V0cHV0GAsgASgLMhMuaW9wLnYxLk91dHB1dERlbHRhSAASKgoJdG9vbF9jYWxsGAwgASgLMhUuaW9wLnYxLlRvb2xDYWxsRGVsdGFIABIeCgNsb2cYDSABKAsyDy5pb3AudjEuTG9nTGluZUgAEh4KBXVzYWdlGA4gASgLMg0uaW9wLnYxLlVzYWdlSAASKQoJY29tcGxldGVkGA8gASgLMhQuaW9wLnYxLlJ1bkNvbXBsZXRlZEgAEiMKBmZhaWxlZBgQIAEoCzIRLmlvcC52MS5SdW5GYWlsZWRIABIpCgljYW5jZWxsZWQYESABKAsyFC5pb3AudjEuUnVuQ2FuY2VsbGVkSABCBwoFZXZlbnQiMQoNUnVuRXZlbnRCYXRjaBIgCgZldmVudHMYASADKAsyEC5pb3AudjEuUnVuRXZlbnQiPgoKUnVuU3RhcnRlZBIPCgdub2RlX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJIhsKC091dHB1dERlbHRhEgwKBHRleHQYASABKAkiLwoNVG9vbENhbGxEZWx0YRIeCgRjYWxsGAEgASgLMhAuaW9wLnYxLlRvb2xDYWxsIicKB0xvZ0xpbmUSDgoGc3RyZWFtGAEgASgJEgwKBHRleHQYAiABKAkiVgoMUnVuQ29tcGxldGVkEhUKDWZpbmlzaF9yZWFzb24YASABKAkSHAoFdXNhZ2UYAiABKAsyDS5pb3AudjEuVXNhZ2USEQoJZXhpdF9jb2RlGAMgASgFIjwKCVJ1bkZhaWxlZBIcCgVlcnJvchgBIAEoCzINLmlvcC52MS5FcnJvchIRCglleGl0X2NvZGUYAiABKAUiHgoMUnVuQ2FuY2VsbGVkEg4KBnJlYXNvbhgBIAEoCSJ7ChJOb2RlQ29tbWFuZFJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIULmlvcC52MS5IaXN0b3J5UXVlcnlIABIxCgxjYXBhYmlsaXRpZXMYAiABKAsyGS5pb3AudjEuQ2FwYWJpbGl0aWVzUXVlcnlIAEIJCgdjb21tYW5kIh0KDEhpc3RvcnlRdWVyeRINCgVsaW1pdBgBIAEoDSITChFDYXBhYmlsaXRpZXNRdWVyeSKdAQoTTm9kZUNvbW1hbmRSZXNwb25zZRIoCgdoaXN0b3J5GAEgASgLMhUuaW9wLnYxLkhpc3RvcnlSZXN1bHRIABIyCgxjYXBhYmlsaXRpZXMYAiABKAsyGi5pb3AudjEuQ2FwYWJpbGl0aWVzUmVzdWx0SAASHgoFZXJyb3IYAyABKAsyDS5pb3AudjEuRXJyb3JIAEIICgZyZXN1bHQiMAoNSGlzdG9yeVJlc3VsdBIfCgRydW5zGAEgAygLMhEuaW9wLnYxLlJ1blJlY29yZCL+AQoJUnVuUmVjb3JkEg4KBnJ1bl9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSFQoNc3RhcnRlZF9hdF9tcxgFIAEoAxIaChJmaXJzdF9vdXRwdXRfYXRfbXMYBiABKAMSFgoOZmluaXNoZWRfYXRfbXMYByABKAMSHAoFdXNhZ2UYCCABKAsyDS5pb3AudjEuVXNhZ2USHAoFZXJyb3IYCSABKAsyDS5pb3AudjEuRXJyb3ISFgoOb3V0cHV0X3N1bW1hcnkYCiABKAkSEQoJZXhpdF9jb2RlGAsgASgFIkMKEkNhcGFiaWxpdGllc1Jlc3VsdBItCghhZGFwdGVycxgBIAMoCzIbLmlvcC52MS5BZGFwdGVyQ2FwYWJpbGl0aWVzIpcBChNBZGFwdGVyQ2FwYWJpbGl0aWVzEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdoZWFsdGh5GAMgASgIEg4KBmRldGFpbBgEIAEoCRIPCgd0YXJnZXRzGAUgAygJEhEKCXN0cmVhbWluZxgGIAEoCBINCgV0b29scxgHIAEoCBIQCghzZXNzaW9ucxgIIAEoCCKBAgoNRWRnZU5vZGVFdmVudBIPCgdub2RlX2lkGAEgASgJEhQKDHRpbWVzdGFtcF9tcxgCIAEoAxIsCgpyZWdpc3RlcmVkGAogASgLMhYuaW9wLnYxLk5vZGVSZWdpc3RlcmVkSAASMAoMZGlzY29ubmVjdGVkGAsgASgLMhguaW9wLnYxLk5vZGVEaXNjb25uZWN0ZWRIABIvCg5jb25maWdfYXBwbGllZBgMIAEoCzIVLmlvcC52MS5Db25maWdBcHBsaWVkSAASLwoOYWRhcHRlcl9oZWFsdGgYDSABKAsyFS5pb3AudjEuQWRhcHRlckhlYWx0aEgAQgcKBWV2ZW50IjAKDk5vZGVSZWdpc3RlcmVkEg0KBWFsaWFzGAEgASgJEg8KB3ZlcnNpb24YAiABKAkiIgoQTm9kZURpc2Nvbm5lY3RlZBIOCgZyZWFzb24YASABKAkiiQEKDUNvbmZpZ0FwcGxpZWQSEAoIYWRhcHRlcnMYASADKAkSNQoIcmVqZWN0ZWQYAiADKAsyIy5pb3AudjEuQ29uZmlnQXBwbGllZC5SZWplY3RlZEVudHJ5Gi8KDVJlamVjdGVkRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBCg1BZGFwdGVySGVhbHRoEg8KB2FkYXB0ZXIYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAliBnByb3RvMw", [file_iop_v1_common]);
 
 /**
  * NodeEnvelope is the only message sent on the Edge↔Node link.
@@ -290,27 +290,12 @@ export type AdapterConfig = Message<"iop.v1.AdapterConfig"> & {
   enabled: boolean;
 
   /**
-   * @generated from oneof iop.v1.AdapterConfig.settings
+   * The kind's settings as a JSON object with the config file's keys (see
+   * shared/adapter_kinds/); the Node validates them with the same rules as the Edge.
+   *
+   * @generated from field: string settings_json = 4;
    */
-  settings: {
-    /**
-     * @generated from field: iop.v1.MockSettings mock = 10;
-     */
-    value: MockSettings;
-    case: "mock";
-  } | {
-    /**
-     * @generated from field: iop.v1.CliSettings cli = 11;
-     */
-    value: CliSettings;
-    case: "cli";
-  } | {
-    /**
-     * @generated from field: iop.v1.HttpModelSettings http = 12;
-     */
-    value: HttpModelSettings;
-    case: "http";
-  } | { case: undefined; value?: undefined };
+  settingsJson: string;
 };
 
 /**
@@ -319,179 +304,6 @@ export type AdapterConfig = Message<"iop.v1.AdapterConfig"> & {
  */
 export const AdapterConfigSchema: GenMessage<AdapterConfig> = /*@__PURE__*/
   messageDesc(file_iop_v1_node, 5);
-
-/**
- * MockSettings shapes the deterministic mock adapter; run metadata may override each knob.
- *
- * @generated from message iop.v1.MockSettings
- */
-export type MockSettings = Message<"iop.v1.MockSettings"> & {
-  /**
-   * @generated from field: uint32 tokens = 1;
-   */
-  tokens: number;
-
-  /**
-   * @generated from field: uint32 token_delay_ms = 2;
-   */
-  tokenDelayMs: number;
-
-  /**
-   * @generated from field: uint32 start_delay_ms = 3;
-   */
-  startDelayMs: number;
-
-  /**
-   * When set, every run fails with this error code.
-   *
-   * @generated from field: string fail_with = 4;
-   */
-  failWith: string;
-
-  /**
-   * @generated from field: bool fail_retryable = 5;
-   */
-  failRetryable: boolean;
-};
-
-/**
- * Describes the message iop.v1.MockSettings.
- * Use `create(MockSettingsSchema)` to create a new message.
- */
-export const MockSettingsSchema: GenMessage<MockSettings> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 6);
-
-/**
- * CliSettings lists the CLI profiles a Node may run; a profile name is a run's target.
- *
- * @generated from message iop.v1.CliSettings
- */
-export type CliSettings = Message<"iop.v1.CliSettings"> & {
-  /**
-   * @generated from field: repeated iop.v1.CliProfile profiles = 1;
-   */
-  profiles: CliProfile[];
-};
-
-/**
- * Describes the message iop.v1.CliSettings.
- * Use `create(CliSettingsSchema)` to create a new message.
- */
-export const CliSettingsSchema: GenMessage<CliSettings> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 7);
-
-/**
- * CliProfile is one runnable command line.
- *
- * @generated from message iop.v1.CliProfile
- */
-export type CliProfile = Message<"iop.v1.CliProfile"> & {
-  /**
-   * @generated from field: string name = 1;
-   */
-  name: string;
-
-  /**
-   * @generated from field: string command = 2;
-   */
-  command: string;
-
-  /**
-   * Argument template; "{prompt}" and "{session}" are substituted per run.
-   *
-   * @generated from field: repeated string args = 3;
-   */
-  args: string[];
-
-  /**
-   * @generated from field: map<string, string> env = 4;
-   */
-  env: { [key: string]: string };
-
-  /**
-   * @generated from field: string cwd = 5;
-   */
-  cwd: string;
-
-  /**
-   * @generated from field: uint32 timeout_ms = 6;
-   */
-  timeoutMs: number;
-
-  /**
-   * Arguments used instead of `args` when a run continues an existing session.
-   *
-   * @generated from field: repeated string resume_args = 7;
-   */
-  resumeArgs: string[];
-
-  /**
-   * @generated from field: string description = 8;
-   */
-  description: string;
-};
-
-/**
- * Describes the message iop.v1.CliProfile.
- * Use `create(CliProfileSchema)` to create a new message.
- */
-export const CliProfileSchema: GenMessage<CliProfile> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 8);
-
-/**
- * HttpModelSettings configures adapters that talk to a model server over HTTP.
- *
- * @generated from message iop.v1.HttpModelSettings
- */
-export type HttpModelSettings = Message<"iop.v1.HttpModelSettings"> & {
-  /**
-   * @generated from field: string base_url = 1;
-   */
-  baseUrl: string;
-
-  /**
-   * Literal API key; prefer api_key_env. Never logged.
-   *
-   * @generated from field: string api_key = 2;
-   */
-  apiKey: string;
-
-  /**
-   * Name of an environment variable on the Node holding the API key.
-   *
-   * @generated from field: string api_key_env = 3;
-   */
-  apiKeyEnv: string;
-
-  /**
-   * @generated from field: uint32 connect_timeout_ms = 4;
-   */
-  connectTimeoutMs: number;
-
-  /**
-   * @generated from field: uint32 first_token_timeout_ms = 5;
-   */
-  firstTokenTimeoutMs: number;
-
-  /**
-   * @generated from field: uint32 idle_timeout_ms = 6;
-   */
-  idleTimeoutMs: number;
-
-  /**
-   * Models the adapter advertises when the backend cannot be listed.
-   *
-   * @generated from field: repeated string models = 7;
-   */
-  models: string[];
-};
-
-/**
- * Describes the message iop.v1.HttpModelSettings.
- * Use `create(HttpModelSettingsSchema)` to create a new message.
- */
-export const HttpModelSettingsSchema: GenMessage<HttpModelSettings> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 9);
 
 /**
  * ProviderConfig is one member of a provider pool: a model served by an adapter on this Node.
@@ -532,7 +344,7 @@ export type ProviderConfig = Message<"iop.v1.ProviderConfig"> & {
  * Use `create(ProviderConfigSchema)` to create a new message.
  */
 export const ProviderConfigSchema: GenMessage<ProviderConfig> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 10);
+  messageDesc(file_iop_v1_node, 6);
 
 /**
  * Heartbeat proves the sender is alive.
@@ -556,7 +368,7 @@ export type Heartbeat = Message<"iop.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 11);
+  messageDesc(file_iop_v1_node, 7);
 
 /**
  * RunRequest asks a Node to execute one run through `adapter` on `target`.
@@ -634,7 +446,7 @@ export type RunRequest = Message<"iop.v1.RunRequest"> & {
  * Use `create(RunRequestSchema)` to create a new message.
  */
 export const RunRequestSchema: GenMessage<RunRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 12);
+  messageDesc(file_iop_v1_node, 8);
 
 /**
  * ChatMessage is one conversation turn.
@@ -675,7 +487,7 @@ export type ChatMessage = Message<"iop.v1.ChatMessage"> & {
  * Use `create(ChatMessageSchema)` to create a new message.
  */
 export const ChatMessageSchema: GenMessage<ChatMessage> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 13);
+  messageDesc(file_iop_v1_node, 9);
 
 /**
  * ToolDefinition describes a function the model may call.
@@ -706,7 +518,7 @@ export type ToolDefinition = Message<"iop.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 14);
+  messageDesc(file_iop_v1_node, 10);
 
 /**
  * ToolCall is a model's request to call a function.
@@ -742,7 +554,7 @@ export type ToolCall = Message<"iop.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 15);
+  messageDesc(file_iop_v1_node, 11);
 
 /**
  * SamplingOptions are generation parameters; unset fields take the backend's default.
@@ -788,7 +600,7 @@ export type SamplingOptions = Message<"iop.v1.SamplingOptions"> & {
  * Use `create(SamplingOptionsSchema)` to create a new message.
  */
 export const SamplingOptionsSchema: GenMessage<SamplingOptions> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 16);
+  messageDesc(file_iop_v1_node, 12);
 
 /**
  * CancelRequest aborts a run; the run ends with a `cancelled` event.
@@ -812,7 +624,7 @@ export type CancelRequest = Message<"iop.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 17);
+  messageDesc(file_iop_v1_node, 13);
 
 /**
  * RunEvent is one step of a run's life, in `seq` order.
@@ -894,7 +706,7 @@ export type RunEvent = Message<"iop.v1.RunEvent"> & {
  * Use `create(RunEventSchema)` to create a new message.
  */
 export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 18);
+  messageDesc(file_iop_v1_node, 14);
 
 /**
  * RunEventBatch carries run events produced together (e.g. the deltas of one backend read), in
@@ -914,7 +726,7 @@ export type RunEventBatch = Message<"iop.v1.RunEventBatch"> & {
  * Use `create(RunEventBatchSchema)` to create a new message.
  */
 export const RunEventBatchSchema: GenMessage<RunEventBatch> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 19);
+  messageDesc(file_iop_v1_node, 15);
 
 /**
  * RunStarted opens a run's event stream.
@@ -943,7 +755,7 @@ export type RunStarted = Message<"iop.v1.RunStarted"> & {
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 20);
+  messageDesc(file_iop_v1_node, 16);
 
 /**
  * OutputDelta is a piece of the run's answer (model text or CLI stdout).
@@ -962,7 +774,7 @@ export type OutputDelta = Message<"iop.v1.OutputDelta"> & {
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
 export const OutputDeltaSchema: GenMessage<OutputDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 21);
+  messageDesc(file_iop_v1_node, 17);
 
 /**
  * ToolCallDelta streams part of a tool call.
@@ -981,7 +793,7 @@ export type ToolCallDelta = Message<"iop.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 22);
+  messageDesc(file_iop_v1_node, 18);
 
 /**
  * LogLine is diagnostic output that is not part of the answer (e.g. CLI stderr).
@@ -1005,7 +817,7 @@ export type LogLine = Message<"iop.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 23);
+  messageDesc(file_iop_v1_node, 19);
 
 /**
  * RunCompleted closes a successful run.
@@ -1038,7 +850,7 @@ export type RunCompleted = Message<"iop.v1.RunCompleted"> & {
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export const RunCompletedSchema: GenMessage<RunCompleted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 24);
+  messageDesc(file_iop_v1_node, 20);
 
 /**
  * RunFailed closes a run that did not succeed.
@@ -1062,7 +874,7 @@ export type RunFailed = Message<"iop.v1.RunFailed"> & {
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema: GenMessage<RunFailed> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 25);
+  messageDesc(file_iop_v1_node, 21);
 
 /**
  * RunCancelled closes a run that was cancelled or timed out by request.
@@ -1081,7 +893,7 @@ export type RunCancelled = Message<"iop.v1.RunCancelled"> & {
  * Use `create(RunCancelledSchema)` to create a new message.
  */
 export const RunCancelledSchema: GenMessage<RunCancelled> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 26);
+  messageDesc(file_iop_v1_node, 22);
 
 /**
  * NodeCommandRequest asks a Node for something other than a run.
@@ -1112,7 +924,7 @@ export type NodeCommandRequest = Message<"iop.v1.NodeCommandRequest"> & {
  * Use `create(NodeCommandRequestSchema)` to create a new message.
  */
 export const NodeCommandRequestSchema: GenMessage<NodeCommandRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 27);
+  messageDesc(file_iop_v1_node, 23);
 
 /**
  * HistoryQuery reads the Node's most recent runs, newest first.
@@ -1131,7 +943,7 @@ export type HistoryQuery = Message<"iop.v1.HistoryQuery"> & {
  * Use `create(HistoryQuerySchema)` to create a new message.
  */
 export const HistoryQuerySchema: GenMessage<HistoryQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 28);
+  messageDesc(file_iop_v1_node, 24);
 
 /**
  * CapabilitiesQuery asks every adapter what it can do now.
@@ -1146,7 +958,7 @@ export type CapabilitiesQuery = Message<"iop.v1.CapabilitiesQuery"> & {
  * Use `create(CapabilitiesQuerySchema)` to create a new message.
  */
 export const CapabilitiesQuerySchema: GenMessage<CapabilitiesQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 29);
+  messageDesc(file_iop_v1_node, 25);
 
 /**
  * NodeCommandResponse answers a NodeCommandRequest.
@@ -1183,7 +995,7 @@ export type NodeCommandResponse = Message<"iop.v1.NodeCommandResponse"> & {
  * Use `create(NodeCommandResponseSchema)` to create a new message.
  */
 export const NodeCommandResponseSchema: GenMessage<NodeCommandResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 30);
+  messageDesc(file_iop_v1_node, 26);
 
 /**
  * HistoryResult lists recorded runs.
@@ -1202,7 +1014,7 @@ export type HistoryResult = Message<"iop.v1.HistoryResult"> & {
  * Use `create(HistoryResultSchema)` to create a new message.
  */
 export const HistoryResultSchema: GenMessage<HistoryResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 31);
+  messageDesc(file_iop_v1_node, 27);
 
 /**
  * RunRecord is one row of a Node's run history.
@@ -1273,7 +1085,7 @@ export type RunRecord = Message<"iop.v1.RunRecord"> & {
  * Use `create(RunRecordSchema)` to create a new message.
  */
 export const RunRecordSchema: GenMessage<RunRecord> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 32);
+  messageDesc(file_iop_v1_node, 28);
 
 /**
  * CapabilitiesResult describes each adapter.
@@ -1292,7 +1104,7 @@ export type CapabilitiesResult = Message<"iop.v1.CapabilitiesResult"> & {
  * Use `create(CapabilitiesResultSchema)` to create a new message.
  */
 export const CapabilitiesResultSchema: GenMessage<CapabilitiesResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 33);
+  messageDesc(file_iop_v1_node, 29);
 
 /**
  * AdapterCapabilities is what one adapter reports about itself.
@@ -1346,7 +1158,7 @@ export type AdapterCapabilities = Message<"iop.v1.AdapterCapabilities"> & {
  * Use `create(AdapterCapabilitiesSchema)` to create a new message.
  */
 export const AdapterCapabilitiesSchema: GenMessage<AdapterCapabilities> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 34);
+  messageDesc(file_iop_v1_node, 30);
 
 /**
  * EdgeNodeEvent carries connection lifecycle and status news, separate from run events.
@@ -1399,7 +1211,7 @@ export type EdgeNodeEvent = Message<"iop.v1.EdgeNodeEvent"> & {
  * Use `create(EdgeNodeEventSchema)` to create a new message.
  */
 export const EdgeNodeEventSchema: GenMessage<EdgeNodeEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 35);
+  messageDesc(file_iop_v1_node, 31);
 
 /**
  * NodeRegistered records a Node joining its Edge.
@@ -1423,7 +1235,7 @@ export type NodeRegistered = Message<"iop.v1.NodeRegistered"> & {
  * Use `create(NodeRegisteredSchema)` to create a new message.
  */
 export const NodeRegisteredSchema: GenMessage<NodeRegistered> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 36);
+  messageDesc(file_iop_v1_node, 32);
 
 /**
  * NodeDisconnected records a Node leaving its Edge.
@@ -1442,7 +1254,7 @@ export type NodeDisconnected = Message<"iop.v1.NodeDisconnected"> & {
  * Use `create(NodeDisconnectedSchema)` to create a new message.
  */
 export const NodeDisconnectedSchema: GenMessage<NodeDisconnected> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 37);
+  messageDesc(file_iop_v1_node, 33);
 
 /**
  * ConfigApplied reports which adapters a Node built from its config.
@@ -1468,7 +1280,7 @@ export type ConfigApplied = Message<"iop.v1.ConfigApplied"> & {
  * Use `create(ConfigAppliedSchema)` to create a new message.
  */
 export const ConfigAppliedSchema: GenMessage<ConfigApplied> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 38);
+  messageDesc(file_iop_v1_node, 34);
 
 /**
  * AdapterHealth reports an adapter's health change.
@@ -1497,5 +1309,5 @@ export type AdapterHealth = Message<"iop.v1.AdapterHealth"> & {
  * Use `create(AdapterHealthSchema)` to create a new message.
  */
 export const AdapterHealthSchema: GenMessage<AdapterHealth> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 39);
+  messageDesc(file_iop_v1_node, 35);
 
