@@ -49,6 +49,11 @@ const RULES: Rule[] = [
     why: "surfaces reach the pools only through the service layer; shared errors live in shared/",
   },
   {
+    applies: (f) => f.startsWith("services/edge/http/") && !f.endsWith("_test.ts"),
+    forbids: (s) => s === "services/edge/service.ts",
+    why: "surfaces are typed against the RunGateway port, so they can be tested with a fake",
+  },
+  {
     applies: () => true,
     forbids: (s) => /^(npm:)?(@grpc\/|grpc|ws$|socket\.io)/.test(s),
     why: "gRPC and WebSocket libraries are forbidden as internal transports (SPEC §8)",

@@ -6,6 +6,7 @@
  */
 import type { BatchStream } from "../../shared/async_queue.ts";
 import type { RunEvent, RunInput, TerminalRunEvent, Usage } from "../../shared/run.ts";
+import type { EdgeConfig } from "./config.ts";
 
 /** A run to submit: an `adapter + target` input, optionally pinned to a node or a model group. */
 export interface RunSubmission extends RunInput {
@@ -159,3 +160,18 @@ export type EdgeEvent =
     }
     | { type: "config_reloaded"; ok: boolean; detail: string }
   );
+
+/**
+ * What the public surfaces (OpenAI, Ollama, A2A, health) and the domain agents use of the
+ * service layer; `EdgeService` implements it, unit tests fake it.
+ */
+export interface RunGateway {
+  /** The configuration in force; read it at each request, since a reload swaps it. */
+  readonly config: EdgeConfig;
+  /** Dispatches a run (through its model group's pool, or to a node directly). */
+  submitRun(submission: RunSubmission, options?: SubmitOptions): Promise<RunHandle>;
+  /** Asks for a run's cancellation; false when it is unknown or finished. */
+  cancelRun(runId: string, reason?: string): boolean;
+  /** The resource-first status snapshot of the group. */
+  status(): StatusSnapshot;
+}

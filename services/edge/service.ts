@@ -20,6 +20,7 @@ import type {
   NodeCommand,
   NodeCommandResult,
   NodeLink,
+  RunGateway,
   RunHandle,
   RunSubmission,
   StatusSnapshot,
@@ -55,7 +56,7 @@ export interface NodeConnection {
 }
 
 /** The Edge service layer. */
-export class EdgeService {
+export class EdgeService implements RunGateway {
   #config: EdgeConfig;
   #store: NodeStore;
   readonly #registry = new NodeRegistry();

@@ -5,8 +5,7 @@
  * @module
  */
 import { toIopError } from "../../../shared/errors.ts";
-import type { RunSubmission } from "../ports.ts";
-import type { EdgeService } from "../service.ts";
+import type { RunGateway, RunSubmission } from "../ports.ts";
 
 /** Longest output tail kept in a summary. */
 export const SUMMARY_TAIL_CHARS = 2_000;
@@ -42,7 +41,7 @@ export interface RunToOutcomeOptions {
 
 /** Submits a run through the service layer and waits for its terminal event. */
 export async function runToOutcome(
-  service: EdgeService,
+  service: RunGateway,
   submission: RunSubmission,
   options: RunToOutcomeOptions = {},
 ): Promise<RunOutcome> {

@@ -5,10 +5,10 @@
  */
 import { Hono } from "hono";
 import type { Registry } from "prom-client";
-import type { EdgeService } from "../service.ts";
+import type { RunGateway } from "../ports.ts";
 
 /** Builds the base Edge HTTP app. */
-export function createEdgeHttp(service: EdgeService, registry: Registry): Hono {
+export function createEdgeHttp(service: RunGateway, registry: Registry): Hono {
   const app = new Hono();
   app.get("/healthz", (c) => c.json({ status: "ok", edge_id: service.config.edge.id }));
   app.get("/readyz", (c) => {

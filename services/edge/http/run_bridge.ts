@@ -14,8 +14,7 @@ import {
   type ToolCall,
   type Usage,
 } from "../../../shared/run.ts";
-import type { RunHandle, RunSubmission } from "../ports.ts";
-import type { EdgeService } from "../service.ts";
+import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
 
 /**
  * The events of a started run: buffered (and readable one by one, for a whole answer) until a
@@ -68,7 +67,7 @@ export interface StartedRun {
  * cancelled when `signal` aborts.
  */
 export async function startRun(
-  service: EdgeService,
+  service: RunGateway,
   submission: RunSubmission,
   signal: AbortSignal,
 ): Promise<StartedRun> {

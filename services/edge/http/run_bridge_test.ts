@@ -2,8 +2,7 @@ import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import { AsyncQueue } from "../../../shared/async_queue.ts";
-import type { RunHandle, RunSubmission } from "../ports.ts";
-import type { EdgeService } from "../service.ts";
+import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
 import { collectAnswer, startRun, streamBody } from "./run_bridge.ts";
 
 /** A run handle the test feeds by hand: what the service hands a surface, minus the node. */
@@ -37,8 +36,13 @@ class FakeRun implements RunHandle {
 }
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
-function serviceFor(run: FakeRun): EdgeService {
-  return { submitRun: (_s: RunSubmission) => Promise.resolve(run) } as unknown as EdgeService;
+function serviceFor(run: FakeRun): RunGateway {
+  return {
+    config: undefined as never,
+    submitRun: (_s: RunSubmission) => Promise.resolve(run),
+    cancelRun: () => false,
+    status: () => undefined as never,
+  };
 }
 
 const submission = { adapter: "mock", target: "echo" } as RunSubmission;

@@ -8,15 +8,15 @@ import type { Registry } from "prom-client";
 import type { Logger } from "../../../shared/log.ts";
 import { createA2aSurface } from "../a2a/surface.ts";
 import type { A2aTaskManager } from "../a2a/task_manager.ts";
-import type { EdgeService } from "../service.ts";
 import { apiKeyAuth } from "./auth.ts";
 import { createHttpMetrics } from "./http_metrics.ts";
 import { createOllamaApp } from "./ollama/app.ts";
 import { createOpenAIApp } from "./openai/app.ts";
+import type { RunGateway } from "../ports.ts";
 
 /** What every surface may use. */
 export interface SurfaceDeps {
-  service: EdgeService;
+  service: RunGateway;
   registry: Registry;
   logger: Logger;
   /** A2A task manager; the A2A surface is mounted only when it is given. */

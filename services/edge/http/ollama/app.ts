@@ -6,7 +6,6 @@
  */
 import { type Context, Hono } from "hono";
 import { httpStatusOf, OverloadedError, toIopError } from "../../../../shared/errors.ts";
-import type { EdgeService } from "../../service.ts";
 import { apiKeyAuth } from "../auth.ts";
 import { currentBodyLimit } from "../body_limit.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
@@ -20,6 +19,7 @@ import {
   parseOllamaChat,
   parseOllamaGenerate,
 } from "./convert.ts";
+import type { RunGateway } from "../../ports.ts";
 
 /** The message Ollama answers with when its queue is full. */
 export const OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded";
@@ -29,7 +29,7 @@ export const OLLAMA_COMPAT_VERSION = "0.6.4";
 
 /** Dependencies of {@linkcode createOllamaApp}. */
 export interface OllamaAppDeps {
-  service: EdgeService;
+  service: RunGateway;
   metrics?: HttpMetrics;
 }
 

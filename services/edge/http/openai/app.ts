@@ -11,14 +11,14 @@ import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { readJsonBody } from "../json_fields.ts";
 import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
 import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
-import type { EdgeService } from "../../service.ts";
 import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
 import { openaiErrorResponse, openaiUnauthorized } from "./errors.ts";
 import { parseResponsesRequest, responseEvents, responseObject } from "./responses.ts";
+import type { RunGateway } from "../../ports.ts";
 
 /** Dependencies of {@linkcode createOpenAIApp}. */
 export interface OpenAIAppDeps {
-  service: EdgeService;
+  service: RunGateway;
   metrics?: HttpMetrics;
 }
 
