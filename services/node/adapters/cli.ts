@@ -85,6 +85,104 @@ async function commandExists(command: string): Promise<boolean> {
   return false;
 }
 
+/** What a run printed: stdout to the sink while live, line counts, and the tail of stderr. */
+class OutputTracker {
+  /** Cleared when stopping, so nothing reaches the sink after the run's outcome. */
+  live = true;
+  #newlines = 0;
+  #endsWithNewline = true;
+  #stderrTail = "";
+  readonly #sink: EventSink;
+
+  constructor(sink: EventSink) {
+    this.#sink = sink;
+  }
+
+  stdout(text: string): void {
+    if (!this.live) return;
+    this.#newlines += text.split("\n").length - 1;
+    this.#endsWithNewline = text.endsWith("\n");
+    this.#sink.output(text);
+  }
+
+  stderr(text: string): void {
+    this.#stderrTail = (this.#stderrTail + text).slice(-STDERR_TAIL_CHARS);
+    if (this.live) this.#sink.log("stderr", text);
+  }
+
+  /** The run's result for exit code `code`; a non-zero code fails with stderr's last line. */
+  result(profile: CliProfile, code: number): ExecutionResult {
+    if (code !== 0) {
+      const detail = lastLine(this.#stderrTail);
+      throw new IopError(
+        "BACKEND_ERROR",
+        `CLI profile '${profile.name}' exited with code ${code}` +
+          (detail === "" ? "" : `: ${detail}`),
+        { exitCode: code },
+      );
+    }
+    const lines = this.#newlines + (this.#endsWithNewline ? 0 : 1);
+    return { finishReason: "stop", exitCode: code, usage: { inputTokens: 0, outputTokens: lines } };
+  }
+}
+
+/** Starts the profile's command in its own process group, its output going to `output`. */
+function spawnProfile(
+  profile: CliProfile,
+  spec: ExecutionSpec,
+  resume: boolean,
+  output: OutputTracker,
+  killGraceMs: number,
+): GroupChild {
+  const args = fillTemplate(
+    resume ? profile.resumeArgs : profile.args,
+    effectivePrompt(spec),
+    spec.sessionId,
+  );
+  try {
+    return spawnGroup(profile.command, {
+      args,
+      env: profile.env,
+      cwd: profile.cwd,
+      killGraceMs,
+      onStdout: (text) => output.stdout(text),
+      onStderr: (text) => output.stderr(text),
+    });
+  } catch (err) {
+    throw new IopError(
+      "BACKEND_ERROR",
+      `Cannot start CLI profile '${profile.name}' as command '${profile.command}' failed to ` +
+        `spawn: ${err instanceof Error ? err.message : String(err)}`,
+      { cause: err },
+    );
+  }
+}
+
+/** Settles with the first reason to stop a run early: its cancel, the adapter closing, or time. */
+function stopCauses(
+  signal: AbortSignal,
+  closing: AbortSignal,
+  limitMs: number,
+): { cause: Promise<StopCause>; dispose(): void } {
+  const stopped = Promise.withResolvers<StopCause>();
+  const onAbort = () => stopped.resolve({ kind: "cancel", reason: signal.reason });
+  const onClose = () => stopped.resolve({ kind: "cancel", reason: closing.reason });
+  signal.addEventListener("abort", onAbort, { once: true });
+  closing.addEventListener("abort", onClose, { once: true });
+  if (signal.aborted) onAbort();
+  const timer = limitMs > 0
+    ? setTimeout(() => stopped.resolve({ kind: "timeout", ms: limitMs }), limitMs)
+    : undefined;
+  return {
+    cause: stopped.promise,
+    dispose: () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      closing.removeEventListener("abort", onClose);
+    },
+  };
+}
+
 /** Creates a CLI adapter named `name` running the given profiles. */
 export function createCliAdapter(
   name: string,
@@ -121,61 +219,20 @@ export function createCliAdapter(
     sink: EventSink,
     signal: AbortSignal,
   ): Promise<ExecutionResult> {
-    const prompt = effectivePrompt(spec);
     const resume = spec.sessionId !== "" && profile.resumeArgs.length > 0;
-    const args = fillTemplate(resume ? profile.resumeArgs : profile.args, prompt, spec.sessionId);
-    let live = true; // cleared when stopping, so nothing reaches the sink after the outcome
-    let newlines = 0;
-    let endsWithNewline = true;
-    let stderrTail = "";
-    let child: GroupChild;
-    try {
-      child = spawnGroup(profile.command, {
-        args,
-        env: profile.env,
-        cwd: profile.cwd,
-        killGraceMs,
-        onStdout(text) {
-          if (!live) return;
-          newlines += text.split("\n").length - 1;
-          endsWithNewline = text.endsWith("\n");
-          sink.output(text);
-        },
-        onStderr(text) {
-          stderrTail = (stderrTail + text).slice(-STDERR_TAIL_CHARS);
-          if (live) sink.log("stderr", text);
-        },
-      });
-    } catch (err) {
-      throw new IopError(
-        "BACKEND_ERROR",
-        `Cannot start CLI profile '${profile.name}' as command '${profile.command}' failed to ` +
-          `spawn: ${err instanceof Error ? err.message : String(err)}`,
-        { cause: err },
-      );
-    }
+    const output = new OutputTracker(sink);
+    const child = spawnProfile(profile, spec, resume, output, killGraceMs);
     const runLog = log.with({ run_id: spec.runId, profile: profile.name, pid: child.pid });
     runLog.debug("cli process started", { resume });
     const recorded = record(child.pid, spec.runId, profile.name, runLog);
-
-    const stopped = Promise.withResolvers<StopCause>();
-    const onAbort = () => stopped.resolve({ kind: "cancel", reason: signal.reason });
-    const onClose = () => stopped.resolve({ kind: "cancel", reason: closing.signal.reason });
-    signal.addEventListener("abort", onAbort, { once: true });
-    closing.signal.addEventListener("abort", onClose, { once: true });
-    if (signal.aborted) onAbort();
-    const limitMs = timeLimit(profile, spec);
-    const timer = limitMs > 0
-      ? setTimeout(() => stopped.resolve({ kind: "timeout", ms: limitMs }), limitMs)
-      : undefined;
-
+    const stop = stopCauses(signal, closing.signal, timeLimit(profile, spec));
     try {
       const first = await Promise.race([
         child.status.then((status) => ({ exited: status })),
-        stopped.promise.then((cause) => ({ cause })),
+        stop.cause.then((cause) => ({ cause })),
       ]);
       if ("cause" in first) {
-        live = false;
+        output.live = false;
         await child.stop();
         runLog.debug("cli process group stopped", { why: first.cause.kind, killed: child.killed });
         if (child.killed) {
@@ -188,24 +245,11 @@ export function createCliAdapter(
         );
       }
       // The leader exited; anything still running in its group would outlive the run.
-      const status = await child.stop();
-      const exitCode = status.code;
-      runLog.debug("cli process exited", { exit_code: exitCode });
-      if (exitCode !== 0) {
-        const detail = lastLine(stderrTail);
-        throw new IopError(
-          "BACKEND_ERROR",
-          `CLI profile '${profile.name}' exited with code ${exitCode}` +
-            (detail === "" ? "" : `: ${detail}`),
-          { exitCode },
-        );
-      }
-      const lines = newlines + (endsWithNewline ? 0 : 1);
-      return { finishReason: "stop", exitCode, usage: { inputTokens: 0, outputTokens: lines } };
+      const { code } = await child.stop();
+      runLog.debug("cli process exited", { exit_code: code });
+      return output.result(profile, code);
     } finally {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", onAbort);
-      closing.signal.removeEventListener("abort", onClose);
+      stop.dispose();
       // Every path above has awaited child.stop(), so the group is gone: forget it.
       await (await recorded)?.remove();
     }
