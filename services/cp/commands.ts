@@ -104,12 +104,25 @@ export class CommandCenter {
     if (edgeIds.length === 0) {
       throw new IopError("INVALID_ARGUMENT", "Cannot submit a command as no edge matches");
     }
+    const command = this.#accept(submission, kind.case, edgeIds);
+    const request: EdgeCommandRequest = {
+      ...submission.command,
+      commandId: command.commandId,
+      issuedBy: command.actor,
+    };
+    const timeoutMs = request.timeoutMs || this.#options.defaultTimeoutMs;
+    for (const edgeId of edgeIds) this.#sendTo(command, edgeId, request, timeoutMs);
+    return command;
+  }
+
+  /** Records a new command as running, in memory and in the audit. */
+  #accept(submission: CommandSubmission, kind: string, edgeIds: string[]): FleetCommand {
     const commandId = `cmd_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
     const command: FleetCommand = {
       commandId,
       actor: submission.actor || "unknown",
       via: submission.via,
-      kind: kind.case,
+      kind,
       detail: describe(submission.command),
       createdAtMs: this.#now(),
       finishedAtMs: 0,
@@ -123,7 +136,7 @@ export class CommandCenter {
       commandId,
       actor: command.actor,
       via: command.via,
-      kind: command.kind,
+      kind,
       detail: command.detail,
       edges: edgeIds,
       createdAtMs: command.createdAtMs,
@@ -134,38 +147,39 @@ export class CommandCenter {
     this.#options.logger.info("fleet command accepted", {
       command_id: commandId,
       actor: command.actor,
-      kind: command.kind,
+      kind,
       edges: edgeIds,
     });
-    const request: EdgeCommandRequest = {
-      ...submission.command,
-      commandId,
-      issuedBy: command.actor,
-    };
-    const timeoutMs = request.timeoutMs || this.#options.defaultTimeoutMs;
-    for (const edgeId of edgeIds) {
-      const link = this.#options.registry.link(edgeId);
-      if (!link) {
-        const known = this.#options.registry.get(edgeId) !== undefined;
-        this.#fail(
-          command,
-          edgeId,
-          known ? "UNAVAILABLE" : "NOT_FOUND",
-          known ? `edge '${edgeId}' is not connected` : `edge '${edgeId}' is unknown`,
-        );
-        continue;
-      }
-      this.#timers.set(
-        `${commandId}/${edgeId}`,
-        setTimeout(() => {
-          this.#fail(command, edgeId, "TIMEOUT", `no result within ${timeoutMs} ms`);
-        }, timeoutMs),
-      );
-      link.sendCommand(request).catch((err: Error) => {
-        this.#fail(command, edgeId, "UNAVAILABLE", `cannot send to edge: ${err.message}`);
-      });
-    }
     return command;
+  }
+
+  /** Sends the command to one edge with its deadline; an edge that cannot get it fails now. */
+  #sendTo(
+    command: FleetCommand,
+    edgeId: string,
+    request: EdgeCommandRequest,
+    timeoutMs: number,
+  ): void {
+    const link = this.#options.registry.link(edgeId);
+    if (!link) {
+      const known = this.#options.registry.get(edgeId) !== undefined;
+      this.#fail(
+        command,
+        edgeId,
+        known ? "UNAVAILABLE" : "NOT_FOUND",
+        known ? `edge '${edgeId}' is not connected` : `edge '${edgeId}' is unknown`,
+      );
+      return;
+    }
+    this.#timers.set(
+      `${command.commandId}/${edgeId}`,
+      setTimeout(() => {
+        this.#fail(command, edgeId, "TIMEOUT", `no result within ${timeoutMs} ms`);
+      }, timeoutMs),
+    );
+    link.sendCommand(request).catch((err: Error) => {
+      this.#fail(command, edgeId, "UNAVAILABLE", `cannot send to edge: ${err.message}`);
+    });
   }
 
   /** A command by id (running or recently finished). */
