@@ -49,9 +49,9 @@ const RULES: Rule[] = [
     why: "surfaces reach the pools only through the service layer; shared errors live in shared/",
   },
   {
-    applies: (f) => f.startsWith("services/edge/http/") && !f.endsWith("_test.ts"),
+    applies: (f) => /^services\/edge\/(http|console)\//.test(f) && !f.endsWith("_test.ts"),
     forbids: (s) => s === "services/edge/service.ts",
-    why: "surfaces are typed against the RunGateway port, so they can be tested with a fake",
+    why: "surfaces and the console are typed against their ports (RunGateway, OpsGateway)",
   },
   {
     applies: () => true,

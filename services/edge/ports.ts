@@ -175,3 +175,11 @@ export interface RunGateway {
   /** The resource-first status snapshot of the group. */
   status(): StatusSnapshot;
 }
+
+/** What the ops console uses of the service layer: runs and status, plus node commands and reload. */
+export interface OpsGateway extends RunGateway {
+  /** Sends a command (history, capabilities) to a connected node. */
+  nodeCommand(node: string, command: NodeCommand): Promise<NodeCommandResult>;
+  /** Re-reads the config file; keeps the config in force when the new one is invalid. */
+  reload(): Promise<{ ok: boolean; detail: string }>;
+}

@@ -20,7 +20,7 @@ import type {
   NodeCommand,
   NodeCommandResult,
   NodeLink,
-  RunGateway,
+  OpsGateway,
   RunHandle,
   RunSubmission,
   StatusSnapshot,
@@ -56,7 +56,7 @@ export interface NodeConnection {
 }
 
 /** The Edge service layer. */
-export class EdgeService implements RunGateway {
+export class EdgeService implements OpsGateway {
   #config: EdgeConfig;
   #store: NodeStore;
   readonly #registry = new NodeRegistry();

@@ -6,8 +6,7 @@
  */
 import { toIopError } from "../../../shared/errors.ts";
 import { runInput } from "../../../shared/run.ts";
-import type { RunHandle } from "../ports.ts";
-import type { EdgeService } from "../service.ts";
+import type { OpsGateway, RunHandle } from "../ports.ts";
 import { formatHistory, formatNodes, formatStatus } from "./format.ts";
 
 /** Where the console writes; one call per piece of text. */
@@ -27,12 +26,12 @@ const HELP = `Commands:
 
 /** An interactive console bound to one service. */
 export class OpsConsole {
-  readonly #service: EdgeService;
+  readonly #service: OpsGateway;
   readonly #out: ConsoleOutput;
   readonly #runs = new Map<string, RunHandle>();
   readonly #streams = new Set<Promise<void>>();
 
-  constructor(service: EdgeService, out: ConsoleOutput) {
+  constructor(service: OpsGateway, out: ConsoleOutput) {
     this.#service = service;
     this.#out = out;
   }
