@@ -121,8 +121,22 @@ function toRecord(row: RunRow): RunRecord {
   return record;
 }
 
+/** Options of {@linkcode openRunStore}. */
+export interface RunStoreOptions {
+  /**
+   * Arranges for `flush` to run once, later; returns how to call that off. Defaults to a timer
+   * of {@linkcode WRITE_BEHIND_MS}; tests pass one they fire by hand instead of waiting.
+   */
+  scheduleFlush?: (flush: () => void) => () => void;
+}
+
+const timerFlush = (flush: () => void) => {
+  const timer = setTimeout(flush, WRITE_BEHIND_MS);
+  return () => clearTimeout(timer);
+};
+
 /** Opens (creating or migrating as needed) the run store at `path`; `":memory:"` works too. */
-export function openRunStore(path: string): RunStore {
+export function openRunStore(path: string, options: RunStoreOptions = {}): RunStore {
   const db = new DatabaseSync(path);
   try {
     // A second Node process on the same file waits briefly instead of failing at once.
@@ -164,11 +178,12 @@ export function openRunStore(path: string): RunStore {
   let open = true;
   /** Queued writes by run id, in arrival order; `written` once the start row is in the file. */
   const queued = new Map<string, QueuedRun>();
-  let timer: ReturnType<typeof setTimeout> | undefined;
+  const scheduleFlush = options.scheduleFlush ?? timerFlush;
+  let unschedule: (() => void) | undefined;
 
   const flush = () => {
-    clearTimeout(timer);
-    timer = undefined;
+    unschedule?.();
+    unschedule = undefined;
     if (queued.size === 0) return;
     const runs = [...queued.values()];
     queued.clear();
@@ -193,7 +208,7 @@ export function openRunStore(path: string): RunStore {
     else insertFinished.run(start.runId, start.adapter, start.target, start.startedAtMs, ...values);
   };
   const schedule = () => {
-    timer ??= setTimeout(flush, WRITE_BEHIND_MS);
+    unschedule ??= scheduleFlush(flush);
   };
   const known = (runId: string) => queued.has(runId) || exists.get(runId) !== undefined;
 

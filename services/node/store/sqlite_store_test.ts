@@ -232,9 +232,15 @@ function rowsOnDisk(path: string): { run_id: string; status: string }[] {
   }
 }
 
-Deno.test("runs are written behind, together, within the write-behind delay", async () => {
+Deno.test("runs are written behind, together, when the write-behind flush comes", async () => {
   await using tmp = await tempDbPath();
-  const store = openRunStore(tmp.path);
+  const due: (() => void)[] = [];
+  const store = openRunStore(tmp.path, {
+    scheduleFlush: (flush) => {
+      due.push(flush);
+      return () => {};
+    },
+  });
   for (let i = 0; i < 50; i++) {
     store.startRun(run(`r${i}`, 1_000 + i));
     if (i % 2 === 0) {
@@ -242,7 +248,8 @@ Deno.test("runs are written behind, together, within the write-behind delay", as
     }
   }
   assert.deepEqual(rowsOnDisk(tmp.path), [], "nothing is written on the runs' path");
-  await new Promise((resolve) => setTimeout(resolve, WRITE_BEHIND_MS * 3));
+  assert.equal(due.length, 1, "one flush is scheduled for the whole burst");
+  due.shift()!();
   const rows = rowsOnDisk(tmp.path);
   assert.equal(rows.length, 50);
   assert.equal(rows.filter((r) => r.status === "completed").length, 25);
@@ -250,6 +257,15 @@ Deno.test("runs are written behind, together, within the write-behind delay", as
   // Runs whose start is already on disk are completed by an update.
   store.completeRun("r1", { status: "failed", finishedAtMs: 3_000, outputSummary: "" });
   assert.equal(store.history(100).find((r) => r.runId === "r1")?.status, "failed");
+  store.close();
+});
+
+Deno.test("the default write-behind timer writes the queue within its delay", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  store.startRun(run("r1", 1_000));
+  await new Promise((resolve) => setTimeout(resolve, WRITE_BEHIND_MS * 3));
+  assert.deepEqual(rowsOnDisk(tmp.path), [{ run_id: "r1", status: "running" }]);
   store.close();
 });
 
