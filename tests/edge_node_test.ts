@@ -349,6 +349,8 @@ Deno.test("after an Edge restart the node registers again by itself", async () =
     const again = await waitForNode(env.httpPort, (n) => n.connected, 10_000);
     assert.ok(again.connectedAtMs > first.connectedAtMs);
     assert.equal(node.exited, false);
+    // The Edge lists the node before the node has logged the answer it got: wait for the line.
+    await node.stderr.waitFor(/"msg":"registered with edge"[\s\S]*"msg":"registered with edge"/);
     assert.equal(node.stderr.text.match(/"msg":"registered with edge"/g)?.length, 2);
   } finally {
     await edge[Symbol.asyncDispose]();
