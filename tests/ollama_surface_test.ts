@@ -126,3 +126,18 @@ Deno.test("the Edge status endpoint stays reachable beside the /api surface", as
   assert.equal(status.nodes[0].resources[0].id, "a-demo");
   assert.equal(status.nodes[0].resources.length, 1);
 });
+
+Deno.test("unknown /api paths and wrong methods answer Ollama's {error} JSON, not text", async () => {
+  await using stack = await startStack({ http: true, config: config() });
+  const headers = { authorization: `Bearer ${KEY}` };
+  const unknown = await fetch(`${stack.url}/api/nope`, { headers });
+  assert.equal(unknown.status, 404);
+  assert.match((await unknown.json()).error, /unknown path GET \/api\/nope/);
+  const wrong = await fetch(`${stack.url}/api/chat`, { headers });
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get("allow"), "POST");
+  assert.match((await wrong.json()).error, /method GET not allowed; use POST/);
+  const status = await fetch(`${stack.url}/api/iop/status`);
+  assert.equal(status.status, 200, "the Edge's own /api route keeps precedence");
+  await status.body?.cancel();
+});

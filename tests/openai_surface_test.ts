@@ -395,3 +395,22 @@ Deno.test("a client that closes its connection during a non-streaming request ca
     "cancelled well before the end",
   );
 });
+
+Deno.test("unknown /v1 paths and wrong methods answer OpenAI error objects, not text", async () => {
+  await using stack = await startStack({ http: true, config: baseConfig() });
+  const headers = { authorization: `Bearer ${KEY}` };
+  const unknown = await fetch(`${stack.url}/v1/embeddingz`, { method: "POST", headers });
+  assert.equal(unknown.status, 404);
+  assert.match(unknown.headers.get("content-type") ?? "", /application\/json/);
+  assert.deepEqual((await unknown.json()).error.code, "unknown_url");
+  const wrong = await fetch(`${stack.url}/v1/chat/completions`, { headers });
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get("allow"), "POST");
+  const body = await wrong.json();
+  assert.equal(body.error.code, "method_not_allowed");
+  assert.equal(body.error.type, "invalid_request_error");
+  await assert.rejects(
+    client(stack).get("/no/such/route"),
+    (err: unknown) => err instanceof OpenAI.NotFoundError,
+  );
+});

@@ -10,8 +10,9 @@ import { createA2aSurface } from "../a2a/surface.ts";
 import type { A2aTaskManager } from "../a2a/task_manager.ts";
 import { apiKeyAuth } from "./auth.ts";
 import { createHttpMetrics } from "./http_metrics.ts";
-import { createOllamaApp } from "./ollama/app.ts";
+import { createOllamaApp, ollamaNotFound } from "./ollama/app.ts";
 import { createOpenAIApp } from "./openai/app.ts";
+import { openaiNotFound } from "./openai/errors.ts";
 import type { RunGateway } from "../ports.ts";
 
 /** What every surface may use. */
@@ -40,6 +41,13 @@ function mountModelApis(app: Hono, deps: SurfaceDeps): void {
   app.route("/v1", createOpenAIApp({ service: deps.service, metrics }));
   app.route("/api", createOllamaApp({ service: deps.service, metrics }));
   app.get("/", (c) => c.text("Ollama is running"));
+  // A mounted app's own notFound never runs: unknown paths answer here, in each API's shape.
+  app.notFound((c) => {
+    const path = new URL(c.req.url).pathname;
+    if (path === "/v1" || path.startsWith("/v1/")) return openaiNotFound(c);
+    if (path === "/api" || path.startsWith("/api/")) return ollamaNotFound(c);
+    return c.json({ error: `unknown path ${c.req.method} ${path}` }, 404);
+  });
 }
 
 /**

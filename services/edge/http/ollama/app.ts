@@ -115,10 +115,29 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
   };
   app.post("/chat", meterRoute(metrics, "/api/chat"), run("chat", parseOllamaChat));
   app.post("/generate", meterRoute(metrics, "/api/generate"), run("generate", parseOllamaGenerate));
+  // Known paths asked with another method (mounted routes match in order, these last).
+  const methods: [string, string][] = [
+    ["/version", "GET"],
+    ["/tags", "GET"],
+    ["/ps", "GET"],
+    ["/chat", "POST"],
+    ["/generate", "POST"],
+  ];
+  for (const [path, allow] of methods) {
+    app.all(
+      path,
+      (c) => c.json({ error: `method ${c.req.method} not allowed; use ${allow}` }, 405, { allow }),
+    );
+  }
   return app;
 }
 
 async function digestOf(name: string): Promise<string> {
   const hash = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(name));
   return [...new Uint8Array(hash)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Answers an unknown `/api` path in Ollama's `{"error": …}` shape. */
+export function ollamaNotFound(c: Context): Response {
+  return c.json({ error: `unknown path ${c.req.method} ${new URL(c.req.url).pathname}` }, 404);
 }

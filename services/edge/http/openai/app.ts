@@ -12,7 +12,12 @@ import { readJsonBody } from "../json_fields.ts";
 import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
 import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
 import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
-import { openaiErrorResponse, openaiUnauthorized } from "./errors.ts";
+import {
+  openaiErrorResponse,
+  openaiMethodNotAllowed,
+  openaiNotFound,
+  openaiUnauthorized,
+} from "./errors.ts";
 import { parseResponsesRequest, responseEvents, responseObject } from "./responses.ts";
 import type { RunGateway } from "../../ports.ts";
 
@@ -49,16 +54,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
       }, 413)),
   );
   app.onError((err, c) => openaiErrorResponse(c, err));
-  app.notFound((c) =>
-    c.json({
-      error: {
-        message: `Unknown request URL: ${c.req.method} ${new URL(c.req.url).pathname}`,
-        type: "invalid_request_error",
-        param: null,
-        code: "unknown_url",
-      },
-    }, 404)
-  );
+  app.notFound(openaiNotFound);
 
   app.get("/models", meterRoute(metrics, "/v1/models"), (c) => {
     const created = Math.floor(service.status().startedAtMs / 1000);
@@ -114,6 +110,12 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     const body = streamBody(run, (out) => responseEvents(req, meter, out), meter.streamEnded);
     return new Response(body, { headers: SSE_HEADERS });
   });
+
+  // Known paths asked with another method (mounted routes match in order, these last).
+  app.all("/models", openaiMethodNotAllowed("GET"));
+  app.all("/models/:model", openaiMethodNotAllowed("GET"));
+  app.all("/chat/completions", openaiMethodNotAllowed("POST"));
+  app.all("/responses", openaiMethodNotAllowed("POST"));
 
   return app;
 }

@@ -48,3 +48,35 @@ export function openaiUnauthorized(c: Context, message: string): Response {
     error: { message, type: "invalid_request_error", param: null, code: "invalid_api_key" },
   }, 401);
 }
+
+/** Answers an unknown `/v1` path with OpenAI's 404 error object. */
+export function openaiNotFound(c: Context): Response {
+  return c.json({
+    error: {
+      message: `Unknown request URL: ${c.req.method} ${new URL(c.req.url).pathname}`,
+      type: "invalid_request_error",
+      param: null,
+      code: "unknown_url",
+    },
+  }, 404);
+}
+
+/** A handler answering 405 in OpenAI's shape for a known path asked with another method. */
+export function openaiMethodNotAllowed(allow: string) {
+  return function openaiMethodNotAllowedHandler(c: Context): Response {
+    return c.json(
+      {
+        error: {
+          message: `Method ${c.req.method} is not allowed on ${
+            new URL(c.req.url).pathname
+          }; use ${allow}`,
+          type: "invalid_request_error",
+          param: null,
+          code: "method_not_allowed",
+        },
+      },
+      405,
+      { allow },
+    );
+  };
+}
