@@ -1,27 +1,25 @@
 /**
- * An unbounded single-consumer queue that can be iterated with `for await` or read in batches:
- * producers push without waiting, the consumer receives items in order until the queue is
- * ended. Reading in batches lets a consumer handle everything that arrived in one task (e.g.
- * every run event of one socket read) with one wake-up and one write.
+ * An unbounded single-consumer queue: producers push without waiting; the consumer either
+ * iterates it with `for await`, receiving everything buffered at each wake-up in one go, or
+ * subscribes and is handed each item synchronously as it is pushed.
  * @module
  */
 
-/** A one-consumer stream of items, read one by one (`for await`) or in batches. */
-export interface BatchStream<T> extends AsyncIterable<T> {
-  /** Resolves with every item buffered now (at least one), or undefined once the stream ended. */
-  nextBatch(): Promise<T[] | undefined>;
-}
-
-/** A push-based {@linkcode BatchStream}. */
-export class AsyncQueue<T> implements BatchStream<T> {
+/** A push-based async iterable with one consumer. */
+export class AsyncQueue<T> implements AsyncIterable<T> {
   #items: T[] = [];
   #ended = false;
   #waiter: PromiseWithResolvers<void> | undefined;
+  #listener: ((item: T) => void) | undefined;
   #taken = false;
 
-  /** Adds an item; ignored after `end`. */
+  /** Adds an item (or hands it to the subscriber); ignored after `end`. */
   push(item: T): void {
     if (this.#ended) return;
+    if (this.#listener) {
+      this.#listener(item);
+      return;
+    }
     this.#items.push(item);
     this.#wake();
   }
@@ -37,28 +35,47 @@ export class AsyncQueue<T> implements BatchStream<T> {
     return this.#ended;
   }
 
-  /** Removes and returns what is buffered now, without waiting. */
-  takeAll(): T[] {
-    const items = this.#items;
+  /**
+   * Hands every item to `listener` from now on, synchronously, the buffered ones first: the
+   * consumer then never waits on a promise per item. Instead of iterating, not as well.
+   */
+  subscribe(listener: (item: T) => void): void {
+    if (this.#taken) throw new TypeError("Cannot subscribe to a queue that is being iterated");
+    this.#taken = true;
+    this.#listener = listener;
+    const buffered = this.#items;
     this.#items = [];
-    return items;
-  }
-
-  async nextBatch(): Promise<T[] | undefined> {
-    while (this.#items.length === 0) {
-      if (this.#ended) return undefined;
-      this.#waiter = Promise.withResolvers<void>();
-      await this.#waiter.promise;
-    }
-    const batch = this.#items;
-    this.#items = [];
-    return batch;
+    for (const item of buffered) listener(item);
   }
 
   [Symbol.asyncIterator](): AsyncIterator<T> {
     if (this.#taken) throw new TypeError("Cannot iterate the queue twice as it has one consumer");
     this.#taken = true;
-    return itemsOf(this);
+    let batch: T[] = [];
+    let index = 0;
+    return {
+      next: async (): Promise<IteratorResult<T>> => {
+        while (index >= batch.length) {
+          // Everything buffered comes in one batch, so a burst costs one wake-up.
+          if (this.#items.length > 0) {
+            batch = this.#items;
+            this.#items = [];
+            index = 0;
+            break;
+          }
+          if (this.#ended) return { done: true, value: undefined };
+          this.#waiter = Promise.withResolvers<void>();
+          await this.#waiter.promise;
+        }
+        return { done: false, value: batch[index++]! };
+      },
+      return: (): Promise<IteratorResult<T>> => {
+        this.#ended = true;
+        this.#items = [];
+        batch = [];
+        return Promise.resolve({ done: true, value: undefined });
+      },
+    };
   }
 
   #wake(): void {
@@ -67,32 +84,4 @@ export class AsyncQueue<T> implements BatchStream<T> {
     this.#waiter = undefined;
     waiter.resolve();
   }
-}
-
-/** An iterator over a batch stream's items, one `nextBatch` per batch rather than per item. */
-function itemsOf<T>(stream: BatchStream<T>): AsyncIterator<T> {
-  let batch: T[] = [];
-  let index = 0;
-  let done = false;
-  return {
-    async next(): Promise<IteratorResult<T>> {
-      while (index >= batch.length) {
-        if (done) return { done: true, value: undefined };
-        const next = await stream.nextBatch();
-        if (next === undefined) {
-          done = true;
-          batch = [];
-          return { done: true, value: undefined };
-        }
-        batch = next;
-        index = 0;
-      }
-      return { done: false, value: batch[index++]! };
-    },
-    return(): Promise<IteratorResult<T>> {
-      done = true;
-      batch = [];
-      return Promise.resolve({ done: true, value: undefined });
-    },
-  };
 }

@@ -3,7 +3,7 @@
  * and settles once with the terminal event.
  * @module
  */
-import { AsyncQueue, type BatchStream } from "../../shared/async_queue.ts";
+import { AsyncQueue } from "../../shared/async_queue.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../shared/run.ts";
 import type { RunHandle } from "./ports.ts";
 
@@ -20,7 +20,6 @@ export class ActiveRun implements RunHandle {
   firstOutputAtMs = 0;
   #lastSeq = 0;
   readonly #queue = new AsyncQueue<RunEvent>();
-  #listener: ((event: RunEvent) => void) | undefined;
   readonly #done = Promise.withResolvers<TerminalRunEvent>();
   readonly #cancel: (reason: string) => void;
   #finished = false;
@@ -38,14 +37,13 @@ export class ActiveRun implements RunHandle {
   }
 
   /** Events in order, ending after the terminal one. */
-  events(): BatchStream<RunEvent> {
+  events(): AsyncIterable<RunEvent> {
     return this.#queue;
   }
 
   /** Delivers events to `listener` from now on, starting with those not read yet. */
   subscribe(listener: (event: RunEvent) => void): void {
-    this.#listener = listener;
-    for (const event of this.#queue.takeAll()) listener(event);
+    this.#queue.subscribe(listener);
   }
 
   /** Settles with the terminal event. */
@@ -70,8 +68,7 @@ export class ActiveRun implements RunHandle {
     if (event.type === "output" && this.firstOutputAtMs === 0) {
       this.firstOutputAtMs = event.timestampMs;
     }
-    if (this.#listener) this.#listener(event);
-    else this.#queue.push(event);
+    this.#queue.push(event);
     if (!isTerminal(event)) return "accepted";
     this.#finished = true;
     this.#queue.end();

@@ -4,7 +4,6 @@
  * Types only.
  * @module
  */
-import type { BatchStream } from "../../shared/async_queue.ts";
 import type { RunEvent, RunInput, TerminalRunEvent, Usage } from "../../shared/run.ts";
 import type { EdgeConfig } from "./config.ts";
 
@@ -32,11 +31,8 @@ export interface RunHandle {
   readonly nodeId: string;
   readonly adapter: string;
   readonly target: string;
-  /**
-   * Every event of the run in order, ending after the terminal one, read one by one or in
-   * batches (everything that arrived together). One consumer only.
-   */
-  events(): BatchStream<RunEvent>;
+  /** Every event of the run in order, ending after the terminal one. One consumer only. */
+  events(): AsyncIterable<RunEvent>;
   /**
    * Delivers every event to `listener` as it arrives, synchronously, instead of through
    * `events()` (events that arrived before are delivered at once). Use one or the other.

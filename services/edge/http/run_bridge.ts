@@ -18,12 +18,11 @@ import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
 
 /**
  * The events of a started run: buffered (and readable one by one, for a whole answer) until a
- * streaming body attaches, then handed to it as they arrive.
+ * streaming body subscribes, then handed to it as they arrive; knows when the answer began.
  */
 export class RunTap extends AsyncQueue<RunEvent> {
   readonly #answering = Promise.withResolvers<void>();
   #started = false;
-  #consumer: ((event: RunEvent) => void) | undefined;
 
   /** Resolves at the first output, tool call or completion; rejects if the run failed first. */
   get answering(): Promise<void> {
@@ -42,15 +41,8 @@ export class RunTap extends AsyncQueue<RunEvent> {
         this.#answering.resolve();
       }
     }
-    if (this.#consumer) this.#consumer(event);
-    else super.push(event);
+    super.push(event);
     if (isTerminal(event)) this.end();
-  }
-
-  /** Hands every event to `consumer` from now on, starting with the buffered ones. */
-  attach(consumer: (event: RunEvent) => void): void {
-    this.#consumer = consumer;
-    for (const event of this.takeAll()) consumer(event);
   }
 }
 
@@ -212,7 +204,7 @@ export function streamBody(
         finish(err);
         return;
       }
-      run.events.attach((event) => {
+      run.events.subscribe((event) => {
         if (closed) return;
         try {
           if (writer.next(event).done) finish();

@@ -4,7 +4,7 @@
  * caller never sees the lost attempt's failure.
  * @module
  */
-import { AsyncQueue, type BatchStream } from "../../../shared/async_queue.ts";
+import { AsyncQueue } from "../../../shared/async_queue.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../../shared/run.ts";
 import type { RunHandle } from "../ports.ts";
 
@@ -18,7 +18,6 @@ export type Retry = (lostNodeId: string, signal: AbortSignal) => Promise<RunHand
 export class PooledRun implements RunHandle {
   #current: RunHandle;
   readonly #queue = new AsyncQueue<RunEvent>();
-  #listener: ((event: RunEvent) => void) | undefined;
   readonly #done = Promise.withResolvers<TerminalRunEvent>();
   #cancelReason: string | undefined;
   /** Aborts a retry still waiting in the pool's queue. */
@@ -50,7 +49,7 @@ export class PooledRun implements RunHandle {
   }
 
   /** Events of every attempt, minus the failure that triggered a retry. */
-  events(): BatchStream<RunEvent> {
+  events(): AsyncIterable<RunEvent> {
     return this.#queue;
   }
 
@@ -68,13 +67,7 @@ export class PooledRun implements RunHandle {
 
   /** Delivers events to `listener` from now on, starting with those not read yet. */
   subscribe(listener: (event: RunEvent) => void): void {
-    this.#listener = listener;
-    for (const event of this.#queue.takeAll()) listener(event);
-  }
-
-  #emit(event: RunEvent): void {
-    if (this.#listener) this.#listener(event);
-    else this.#queue.push(event);
+    this.#queue.subscribe(listener);
   }
 
   /** Follows `attempt` synchronously; its terminal event either ends this run or retries it. */
@@ -83,7 +76,7 @@ export class PooledRun implements RunHandle {
     attempt.subscribe((event) => {
       if (!isTerminal(event)) {
         if (event.type === "output" || event.type === "tool_call") produced = true;
-        this.#emit(event);
+        this.#queue.push(event);
         return;
       }
       const lostEarly = event.type === "failed" && event.code === "NODE_LOST" && !produced;
@@ -110,7 +103,7 @@ export class PooledRun implements RunHandle {
   }
 
   #end(terminal: TerminalRunEvent): void {
-    this.#emit(terminal);
+    this.#queue.push(terminal);
     this.#queue.end();
     this.#done.resolve(terminal);
   }
