@@ -162,13 +162,7 @@ export class FrameDecoder<Desc extends DescMessage> {
   }
 
   #decode(body: Uint8Array): MessageShape<Desc> {
-    try {
-      return fromBinary(this.#schema, body, { readUnknownFields: false });
-    } catch (err) {
-      throw new FrameError("malformed", `Cannot decode frame: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
+    return decodeFrameBody(this.#schema, body);
   }
 }
 
@@ -190,7 +184,7 @@ export async function* decodeFrames<Desc extends DescMessage>(
   decoder.end();
 }
 
-/** Decodes a single frame body (no length prefix); used by tests and tools. */
+/** Decodes a single frame body (no length prefix); undecodable bytes are a malformed frame. */
 export function decodeFrameBody<Desc extends DescMessage>(
   schema: Desc,
   body: Uint8Array,
