@@ -39,8 +39,6 @@ export interface Http1Response {
   readonly status: number;
   readonly statusText: string;
   readonly ok: boolean;
-  /** Header values by lower-case name. */
-  readonly headers: ReadonlyMap<string, string>;
   /**
    * Reads the next part of the body and hands each piece to `onData` (a view that is valid only
    * during the call); resolves false once the body has ended.
@@ -288,6 +286,9 @@ class Connection {
       !/(^|,)\s*close\s*(,|$)/i.test(headers.get("connection") ?? "");
     const chunked = /chunked/i.test(headers.get("transfer-encoding") ?? "");
     const length = headers.get("content-length");
+    if (!chunked && length !== undefined && !/^\d+$/.test(length)) {
+      throw new Http1Error(`malformed content-length '${length}'`, false);
+    }
     let framing: Framing = chunked
       ? { kind: "chunked", state: "size", left: 0 }
       : length !== undefined
@@ -349,7 +350,6 @@ class Connection {
       status: code,
       statusText: status[3] ?? "",
       ok: code >= 200 && code < 300,
-      headers,
       read,
       text,
       json: async () => JSON.parse(await text()),

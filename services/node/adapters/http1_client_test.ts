@@ -149,15 +149,20 @@ Deno.test("Http1Client: an abort mid-body closes the connection and rejects with
   listener.close();
 });
 
-Deno.test("Http1Client refuses a malformed status line and a head over 64 KiB", async () => {
+Deno.test("Http1Client refuses a malformed status line, content-length and a head over 64 KiB", async () => {
   await using server = rawServer([
     ["SMTP ready\r\n\r\n"],
+    ["HTTP/1.1 200 OK\r\ncontent-length: 5, 7\r\n\r\nhello"],
     ["HTTP/1.1 200 OK\r\nx: " + "a".repeat(70 * 1024) + "\r\n\r\n"],
   ], { closeAfterEach: true });
   const client = new Http1Client();
   await assert.rejects(
     post(client, server.url),
     (e) => e instanceof Http1Error && /status line/.test(e.message),
+  );
+  await assert.rejects(
+    post(client, server.url),
+    (e) => e instanceof Http1Error && /malformed content-length '5, 7'/.test(e.message),
   );
   await assert.rejects(
     post(client, server.url),
