@@ -33,7 +33,11 @@ try {
 const registry = new Registry();
 const adapterMetrics = createAdapterMetrics(registry);
 const store = await Deno.mkdir(dirOf(config.history.path), { recursive: true })
-  .then(() => openRunStore(config.history.path))
+  .then(() =>
+    openRunStore(config.history.path, {
+      onWriteError: (err) => logger.error("cannot write run history", { err }),
+    })
+  )
   .catch((err) => startupFailed(logger, `open the run history at ${config.history.path}`, err));
 const interrupted = store.markInterrupted(Date.now());
 if (interrupted > 0) {

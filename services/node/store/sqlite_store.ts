@@ -128,6 +128,11 @@ export interface RunStoreOptions {
    * of {@linkcode WRITE_BEHIND_MS}; tests pass one they fire by hand instead of waiting.
    */
   scheduleFlush?: (flush: () => void) => () => void;
+  /**
+   * Told when a scheduled write fails (a full disk, say); the runs stay queued for the next
+   * write. Absent = not reported. Reads and `close` throw such failures to their caller.
+   */
+  onWriteError?: (err: unknown) => void;
 }
 
 const timerFlush = (flush: () => void) => {
@@ -187,15 +192,25 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
     if (queued.size === 0) return;
     const runs = [...queued.values()];
     queued.clear();
-    db.exec("BEGIN");
     try {
+      db.exec("BEGIN");
       for (const run of runs) writeRun(run);
       db.exec("COMMIT");
     } catch (err) {
-      db.exec("ROLLBACK");
+      if (db.isTransaction) db.exec("ROLLBACK");
+      // Nothing was written: keep every run for the next attempt.
+      for (const run of runs) queued.set(run.start.runId, run);
       throw new IopError("INTERNAL", `Cannot write ${runs.length} runs to the history`, {
         cause: err,
       });
+    }
+  };
+  // A scheduled write runs from a timer, where a throw would end the process.
+  const scheduledFlush = () => {
+    try {
+      flush();
+    } catch (err) {
+      options.onWriteError?.(err);
     }
   };
   const writeRun = ({ start, outcome, written }: QueuedRun) => {
@@ -208,7 +223,7 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
     else insertFinished.run(start.runId, start.adapter, start.target, start.startedAtMs, ...values);
   };
   const schedule = () => {
-    unschedule ??= scheduleFlush(flush);
+    unschedule ??= scheduleFlush(scheduledFlush);
   };
   const known = (runId: string) => queued.has(runId) || exists.get(runId) !== undefined;
 

@@ -281,3 +281,31 @@ Deno.test("close writes the queued runs, so a graceful stop loses none", async (
     { run_id: "open", status: "running" },
   ]);
 });
+
+Deno.test("a scheduled write that fails is reported, not thrown, and its runs are kept", async () => {
+  await using tmp = await tempDbPath();
+  const due: (() => void)[] = [];
+  const errors: unknown[] = [];
+  const store = openRunStore(tmp.path, {
+    scheduleFlush: (flush) => {
+      due.push(flush);
+      return () => {};
+    },
+    onWriteError: (err) => errors.push(err),
+  });
+  store.startRun(run("r1", 1_000));
+  // Another process holds the write lock longer than the store waits for it.
+  const other = new DatabaseSync(tmp.path);
+  other.exec("PRAGMA busy_timeout = 0");
+  other.exec("BEGIN EXCLUSIVE");
+  try {
+    due.shift()!();
+  } finally {
+    other.exec("ROLLBACK");
+    other.close();
+  }
+  assert.equal(errors.length, 1);
+  assert.ok(errors[0] instanceof IopError && errors[0].code === "INTERNAL", String(errors[0]));
+  assert.deepEqual(store.history(10).map((r) => [r.runId, r.status]), [["r1", "running"]]);
+  store.close();
+});
