@@ -11,8 +11,16 @@ export function currentBodyLimit(
   limit: () => number,
   refuse: (c: Context, limit: number) => Response,
 ): MiddlewareHandler {
+  // Built again only when the limit changed, not for every request.
+  let built: { maxSize: number; middleware: MiddlewareHandler } | undefined;
   return function currentBodyLimitMiddleware(c, next) {
     const maxSize = limit();
-    return bodyLimit({ maxSize, onError: (ctx) => refuse(ctx, maxSize) })(c, next);
+    if (built?.maxSize !== maxSize) {
+      built = {
+        maxSize,
+        middleware: bodyLimit({ maxSize, onError: (ctx) => refuse(ctx, maxSize) }),
+      };
+    }
+    return built.middleware(c, next);
   };
 }
