@@ -109,9 +109,17 @@ export class NodeCore {
     let seq = 0;
     const send: Send = (event) =>
       emit({ ...event, runId, seq: ++seq, timestampMs: this.#clock.now() } as RunEvent);
+    const startedAtMs = this.#clock.now();
     let resolved;
     try {
       resolved = this.#admit(runId, input);
+      // Recorded before it is tracked, so a run the history refuses leaves nothing behind.
+      this.#options.store.startRun({
+        runId,
+        adapter: input.adapter,
+        target: input.target,
+        startedAtMs,
+      });
     } catch (err) {
       const e = toIopError(err);
       send({
@@ -131,13 +139,6 @@ export class NodeCore {
     };
     this.#running.set(runId, running);
     this.#options.metrics?.runsInFlight(this.#running.size);
-    const startedAtMs = this.#clock.now();
-    this.#options.store.startRun({
-      runId,
-      adapter: input.adapter,
-      target: input.target,
-      startedAtMs,
-    });
     send({
       type: "started",
       nodeId: this.#options.nodeId,

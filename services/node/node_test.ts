@@ -248,6 +248,18 @@ Deno.test("a run id already running is refused without disturbing the first run"
   assert.equal(events.at(-1)!.type, "completed");
 });
 
+Deno.test("a run id the history already holds is refused and leaves nothing in flight", async () => {
+  await using node = await nodeWith([mock({ tokens: 1, tokenDelayMs: 0 })]);
+  await node.run("r1", runInput({ adapter: "mock", target: "x" })).done;
+  while (node.core.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 0));
+  const again = await node.run("r1", runInput({ adapter: "mock", target: "x" })).done;
+  assert.deepEqual(again.map((e) => e.type), ["failed"]);
+  const failed = again[0]!;
+  assert.ok(failed.type === "failed" && failed.code === "INVALID_ARGUMENT");
+  assert.match(failed.message, /already recorded/);
+  assert.equal(node.core.inFlight, 0);
+});
+
 Deno.test("the node's run limit refuses an extra run with OVERLOADED", async () => {
   await using node = await nodeWith([mock({ tokens: 2, tokenDelayMs: 20 })], 1);
   const first = node.run("r1", runInput({ adapter: "mock", target: "x" }));
