@@ -10,14 +10,16 @@ FROM ${DENO_IMAGE}
 # Everything up to the services/ copy is identical in the three Dockerfiles, so the build cache
 # shares those layers (node_modules is stored once for all tiers).
 # A fixed uid/gid (10001) so mounted volumes get predictable ownership; /etc/passwd is written
-# directly because not every base image has useradd.
+# directly because not every base image has useradd. /etc/iop/certs belongs to the service user
+# so that a named volume mounted there (the fleet's certificates) is writable by the `certs` tool.
 RUN set -e; \
     grep -q '^iop:' /etc/group || echo 'iop:x:10001:' >> /etc/group; \
     grep -q '^iop:' /etc/passwd || \
       echo 'iop:x:10001:10001:IOP service:/var/lib/iop:/usr/sbin/nologin' >> /etc/passwd; \
-    mkdir -p /app /etc/iop /var/lib/iop; \
-    chown 10001:10001 /var/lib/iop; \
-    chmod 0750 /var/lib/iop
+    mkdir -p /app /etc/iop/certs /var/lib/iop; \
+    chown 10001:10001 /var/lib/iop /etc/iop/certs; \
+    chmod 0750 /var/lib/iop; \
+    chmod 0700 /etc/iop/certs
 
 # Code and dependencies stay root-owned and read-only for the service user; Deno runs fine
 # with a read-only DENO_DIR and node_modules.
@@ -32,6 +34,9 @@ COPY .deno_cache ./.deno_cache
 COPY shared ./shared
 COPY proto/gen ./proto/gen
 COPY services/cp ./services/cp
+# The certificate tool (`deno task certs`), so a fleet can make its CA and certificates from
+# this image (compose/fleet.yaml's `certs` service does).
+COPY deploy/certs.ts deploy/fleet_certs.ts ./deploy/
 
 # Containers listen on all interfaces (services bind loopback by default); state files go to
 # the writable /var/lib/iop. Environment overrides the mounted config file.

@@ -3,7 +3,8 @@
  * NodeCores with the mock adapter and the real node wire client, all in this process, history
  * kept in memory) and STREAMS real HTTP clients in a third process (this file in `--clients`
  * mode: node:http on keep-alive sockets) streaming `POST /v1/chat/completions` through a
- * provider pool spread over every node. Everything listens on 127.0.0.1.
+ * provider pool spread over every node. Everything listens on 127.0.0.1. The node wire runs TLS
+ * as shipped (certificates made in the temp dir); `--plaintext` runs it without, for comparison.
  *
  * Stages: the Edge idle with no node; NODES connected and only heartbeating for 10 s (RSS, CPU
  * and the idle cost per node, (RSS with nodes − RSS idle) / NODES); then DURATION seconds with
@@ -27,12 +28,14 @@
  * Run: `deno run -A bench/edge_fleet_bench.ts [--nodes 1000] [--streams 2000] [--duration 60]`
  * @module
  */
+import { ensureFleetCertificates, type FleetCertificates } from "../deploy/fleet_certs.ts";
 import http from "node:http";
 import { parseArgs } from "node:util";
 import { createLogger, type Logger } from "../shared/log.ts";
 import { mockAdapterFactory } from "../services/node/adapters/mock.ts";
 import { buildAdapterRegistry } from "../services/node/adapters/registry.ts";
 import { NodeCore } from "../services/node/node.ts";
+import { DEFAULT_NODE_POLICY } from "../services/node/policy.ts";
 import type { RunStore } from "../services/node/ports.ts";
 import { type EdgeClient, startEdgeClient } from "../services/node/transport/edge_client.ts";
 import {
@@ -69,6 +72,8 @@ interface Options {
   /** Client mode: run the HTTP clients against `url` and report on stdout. */
   clients: boolean;
   url: string;
+  /** Run the node wire without TLS (shipped configs use TLS), to see what TLS costs. */
+  plaintext: boolean;
 }
 
 function parseOptions(args: string[]): Options {
@@ -80,6 +85,7 @@ function parseOptions(args: string[]): Options {
       streams: { type: "string", default: "2000" },
       duration: { type: "string", default: "60" },
       clients: { type: "boolean", default: false },
+      plaintext: { type: "boolean", default: false },
       url: { type: "string", default: "" },
     },
   });
@@ -100,6 +106,7 @@ function parseOptions(args: string[]): Options {
     duration: integer("duration", 2 * RAMP_MS / 1000),
     clients: values.clients,
     url: values.url,
+    plaintext: values.plaintext,
   };
 }
 
@@ -314,13 +321,31 @@ const memoryStore = (): RunStore => ({
   close() {},
 });
 
-function edgeConfig(o: Options, ids: string[], httpPort: number, wirePort: number) {
+function edgeConfig(
+  o: Options,
+  ids: string[],
+  httpPort: number,
+  wirePort: number,
+  certs: FleetCertificates | undefined,
+) {
   // Twice the even share per node, so a stream never waits for a slot a finished one frees.
   const perNode = Math.max(4, 2 * Math.ceil(o.streams / o.nodes));
   return {
     edge: { id: "fleet-edge" },
     http: { host: "127.0.0.1", port: httpPort },
-    wire: { host: "127.0.0.1", port: wirePort, heartbeat_interval_ms: 2000 },
+    wire: {
+      host: "127.0.0.1",
+      port: wirePort,
+      heartbeat_interval_ms: 2000,
+      ...(certs
+        ? {
+          tls: {
+            cert: certs.certFor("edge", "fleet-edge"),
+            key: certs.keyFor("edge", "fleet-edge"),
+          },
+        }
+        : { insecure_plaintext: true }),
+    },
     control_plane: { address: "" },
     nodes: ids.map((id) => ({
       id,
@@ -342,15 +367,24 @@ function edgeConfig(o: Options, ids: string[], httpPort: number, wirePort: numbe
   };
 }
 
-function connectNode(id: string, wirePort: number, logger: Logger): EdgeClient {
+function connectNode(
+  id: string,
+  wirePort: number,
+  logger: Logger,
+  certs: FleetCertificates | undefined,
+): EdgeClient {
   const core = new NodeCore({
     nodeId: id,
     store: memoryStore(),
     logger,
     buildAdapters: (configs) => buildAdapterRegistry(configs, { mock: mockAdapterFactory }),
+    policy: DEFAULT_NODE_POLICY, // the simulated nodes run mock adapters only
   });
   return startEdgeClient({
     edgeAddress: `127.0.0.1:${wirePort}`,
+    tls: certs
+      ? { file: "bench", path: "edge", caFile: certs.ca, serverName: "", certFile: "", keyFile: "" }
+      : undefined,
     nodeId: id,
     token: `${id}-token`,
     version: "bench",
@@ -404,13 +438,21 @@ async function runBench(o: Options): Promise<void> {
   let edge: Proc | undefined;
   let child: Deno.ChildProcess | undefined;
   try {
-    edge = await spawnService("edge", edgeConfig(o, ids, httpPort, wirePort), dir, "edge");
+    const certs = o.plaintext
+      ? undefined
+      : await ensureFleetCertificates(`${dir}/certs`, [{ role: "edge", id: "fleet-edge" }]);
+    edge = await spawnService(
+      "edge",
+      edgeConfig(o, ids, httpPort, wirePort, certs),
+      dir,
+      "edge",
+    );
     await waitJson(`${edgeUrl}/healthz`, () => true);
     const idle = await procUsage(edge.pid);
 
     const logger = createLogger("bench.node", { level: "error" });
     const t0 = performance.now();
-    for (const id of ids) links.push(connectNode(id, wirePort, logger));
+    for (const id of ids) links.push(connectNode(id, wirePort, logger, certs));
     await waitJson(
       `${edgeUrl}/readyz`,
       (b) => (b as { nodes_connected: number }).nodes_connected === o.nodes,

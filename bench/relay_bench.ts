@@ -81,6 +81,7 @@ const node = await spawnService(
     edge: { address: `127.0.0.1:${wirePort}` },
     http: { host: "127.0.0.1", port: freePort() },
     history: { path: `${dir}/history.db` },
+    policy: { adapter_kinds: ["openai_compat"], backend_hosts: [new URL(upstream.url).host] },
   },
   dir,
   "node",

@@ -57,6 +57,8 @@ for tier in "${TIERS[@]}"; do
   fi
   mains+=("services/$tier/main.ts")
 done
+# The cp image also carries the certificate tool.
+mains+=("deploy/certs.ts")
 
 if ! docker image inspect "$BASE" >/dev/null 2>&1; then
   case "$BASE" in

@@ -8,8 +8,13 @@
  * `IOP_CP_HTTP_PORT`, `IOP_CP_WIRE_PORT`, `IOP_NODE_HTTP_PORT`); logs and state (run history,
  * audit, A2A tasks) go under `IOP_UP_DIR` (default `.iop`). `--no-console` runs without the
  * console, as it also does when stdin is not a terminal.
+ *
+ * Both wires run mutual TLS: on first run a fleet CA and a certificate per service are made
+ * under `<IOP_UP_DIR>/certs` (as `deno task certs` does); later runs keep them, renewing any
+ * that come close to expiry.
  * @module
  */
+import { ensureFleetCertificates } from "./fleet_certs.ts";
 
 const CONFIG = "deploy/config";
 const env = (name: string, fallback: string) => Deno.env.get(name) || fallback;
@@ -24,8 +29,27 @@ const port = {
   nodeHttp: env("IOP_NODE_HTTP_PORT", "9100"),
 };
 
+const certs = await ensureFleetCertificates(`${dir}/certs`, [
+  { role: "cp", id: "cp-local" },
+  { role: "edge", id: "edge-local" },
+  { role: "node", id: "node-1" },
+], { log: (line) => console.error(`certs: ${line}`) });
+
 /** Settings every child gets, so that the three tiers find each other whatever the ports. */
 const childEnv: Record<string, string> = {
+  // The certificates of `certs` above, wherever IOP_UP_DIR put them.
+  IOP_CP_WIRE_TLS_CERT: certs.certFor("cp", "cp-local"),
+  IOP_CP_WIRE_TLS_KEY: certs.keyFor("cp", "cp-local"),
+  IOP_CP_WIRE_TLS_CLIENT_CA: certs.ca,
+  IOP_EDGE_WIRE_TLS_CERT: certs.certFor("edge", "edge-local"),
+  IOP_EDGE_WIRE_TLS_KEY: certs.keyFor("edge", "edge-local"),
+  IOP_EDGE_WIRE_TLS_CLIENT_CA: certs.ca,
+  IOP_EDGE_CP_TLS_CA: certs.ca,
+  IOP_EDGE_CP_TLS_CERT: certs.certFor("edge", "edge-local"),
+  IOP_EDGE_CP_TLS_KEY: certs.keyFor("edge", "edge-local"),
+  IOP_NODE_EDGE_TLS_CA: certs.ca,
+  IOP_NODE_EDGE_TLS_CERT: certs.certFor("node", "node-1"),
+  IOP_NODE_EDGE_TLS_KEY: certs.keyFor("node", "node-1"),
   IOP_EDGE_HTTP_PORT: port.edgeHttp,
   IOP_EDGE_WIRE_PORT: port.edgeWire,
   IOP_CP_HTTP_PORT: port.cpHttp,
@@ -129,6 +153,7 @@ IOP is up on its embedded default.
   Edge           http://127.0.0.1:${port.edgeHttp}   OpenAI /v1, Ollama /api, A2A, /api/iop/status, /metrics
                  node wire :${port.edgeWire}
   Node node-1    http://127.0.0.1:${port.nodeHttp}   /healthz, /readyz, /metrics (adapters: mock, cli)
+  Wires          mutual TLS, certificates in ${certs.dir}
   Logs           ${logs}/{cp,edge,node}.log
 ${
   interactive

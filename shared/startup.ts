@@ -5,10 +5,17 @@
  */
 import type { Logger } from "./log.ts";
 
-/** Runs one startup step; on failure logs what the step was and exits the process with 2. */
+/**
+ * Runs one startup step; on failure (a throw, or a rejection when the step returns a promise)
+ * logs what the step was and exits the process with 2.
+ */
 export function startupStep<T>(logger: Logger, step: string, fn: () => T): T {
   try {
-    return fn();
+    const result = fn();
+    if (result instanceof Promise) {
+      return result.catch((err) => startupFailed(logger, step, err)) as T;
+    }
+    return result;
   } catch (err) {
     startupFailed(logger, step, err);
   }
@@ -16,9 +23,10 @@ export function startupStep<T>(logger: Logger, step: string, fn: () => T): T {
 
 /** Logs why the service cannot start and exits with code 2. */
 export function startupFailed(logger: Logger, step: string, err: unknown): never {
-  const hint = err instanceof Deno.errors.AddrInUse
+  const code = (err as { code?: unknown } | null)?.code;
+  const hint = err instanceof Deno.errors.AddrInUse || code === "EADDRINUSE"
     ? "the address is already in use: stop the other process or set another port"
-    : err instanceof Deno.errors.PermissionDenied
+    : err instanceof Deno.errors.PermissionDenied || code === "EACCES"
     ? "permission denied"
     : undefined;
   logger.error(`cannot start: ${step}`, { err, ...(hint ? { hint } : {}) });

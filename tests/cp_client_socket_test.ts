@@ -49,7 +49,7 @@ async function openClient(url: string) {
 }
 
 Deno.test("a binary /client session gets fleet status, needs an admin token to command, and streams per-edge results", async () => {
-  await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
+  await using cp = await startControlPlane(await testCpConfig(":memory:"), { logger: quiet("cp") });
   await using _edge = await startCpEdge({ edgeId: "edge-ws", cpAddress: cp.wireAddress });
   await until("edge status", () => cp.registry.get("edge-ws")?.status ? true : undefined);
 
@@ -115,7 +115,7 @@ Deno.test("a binary /client session gets fleet status, needs an admin token to c
 });
 
 Deno.test("a domain agent reports busy while its command runs, error after a failure, and ready again after a success", async () => {
-  await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
+  await using cp = await startControlPlane(await testCpConfig(":memory:"), { logger: quiet("cp") });
   await using edge = await startCpEdge({ edgeId: "edge-ag", cpAddress: cp.wireAddress });
   await until("edge status", () => cp.registry.get("edge-ag")?.status ? true : undefined);
   const agentState = () =>

@@ -21,7 +21,7 @@ const CHROMIUM_ARGS = [
 ];
 
 Deno.test("the dashboard shows both edges and a fleet command's per-edge results", async () => {
-  await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
+  await using cp = await startControlPlane(await testCpConfig(":memory:"), { logger: quiet("cp") });
   await using _a = await startCpEdge({ edgeId: "edge-a", cpAddress: cp.wireAddress });
   await using _b = await startCpEdge({ edgeId: "edge-b", cpAddress: cp.wireAddress });
   await until(

@@ -3,9 +3,10 @@
  * the fleet view, fleet commands with per-edge results, the audit log across a Control Plane
  * restart, and Edges that keep serving without the Control Plane and reattach when it returns.
  */
+import { listenTlsConfig } from "./tls_fixture.ts";
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
-import { type CpEdge, startCpEdge } from "./cp_harness.ts";
+import { type CpEdge, startCpEdge, testEdgeCredential } from "./cp_harness.ts";
 import { freePort, until } from "./util.ts";
 
 /** Parsed JSON of the HTTP API, read field by field in assertions. */
@@ -26,7 +27,14 @@ async function writeCpConfig(dir: string, httpPort: number, wirePort: number): P
     file,
     `control_plane: { id: cp-proc }
 http: { host: 127.0.0.1, port: ${httpPort} }
-wire: { host: 127.0.0.1, port: ${wirePort}, heartbeat_interval_ms: 500, edge_credentials: [test-edge-credential] }
+wire:
+  host: 127.0.0.1
+  port: ${wirePort}
+  heartbeat_interval_ms: 500
+  tls: ${JSON.stringify(await listenTlsConfig("cp", "cp-test"))}
+  edges:
+    - { id: edge-a, credential: ${testEdgeCredential("edge-a")} }
+    - { id: edge-b, credential: ${testEdgeCredential("edge-b")} }
 admin: { tokens: [test-admin-token] }
 audit: { path: ${dir}/audit.sqlite }
 `,
@@ -134,7 +142,9 @@ Deno.test("GET /edges shows both edges distinctly with their node and provider s
       assert.ok(!text.includes(edge.nodeToken), "no node token in the fleet view");
       assert.ok(!text.includes(`:${edge.nodeWire.port}`), "no node wire address in the fleet view");
     }
-    assert.ok(!text.includes("test-edge-credential"), "no edge credential in the fleet view");
+    for (const edge of edges) {
+      assert.ok(!text.includes(edge.credential), "no edge credential in the fleet view");
+    }
     const one = await getJson(`${cp.url}/edges/edge-b?refresh=1`);
     assert.equal(one.body.edgeId, "edge-b");
     const missing = await getJson(`${cp.url}/edges/edge-x`);

@@ -1,7 +1,8 @@
 /**
  * Test harness for Control Plane suites: an Edge with one Node (the shared fixture of
  * tests/stack.ts) plus the Edge's Control Plane link and domain agents, all in this process; and
- * a Control Plane config on free ports.
+ * a Control Plane config on free ports that admits the usual test edge ids, each with its own
+ * credential ({@linkcode testEdgeCredential}).
  * @module
  */
 import { DomainAgents } from "../services/edge/agents/domain_agents.ts";
@@ -9,12 +10,30 @@ import { type CpLink, startCpLink } from "../services/edge/cp_link/cp_link.ts";
 import type { EdgeService } from "../services/edge/service.ts";
 import type { EdgeClient } from "../services/node/transport/edge_client.ts";
 import { type CpConfig, parseCpConfig } from "../services/cp/config.ts";
+import type { Logger } from "../shared/log.ts";
 import type { Listener } from "../shared/wire/listener.ts";
-import { quiet, type RawConfig, startStack } from "./stack.ts";
+import { quiet, type RawConfig, startStack, type WireTls } from "./stack.ts";
+import { dialTlsConfig, listenTlsConfig } from "./tls_fixture.ts";
+
+/** Edge ids {@linkcode testCpConfig} admits unless told otherwise. */
+export const TEST_EDGE_IDS: readonly string[] = [
+  "edge-a",
+  "edge-b",
+  "edge-ws",
+  "edge-ag",
+  "edge-guard",
+];
+
+/** The credential a test edge presents by default, and {@linkcode testCpConfig} expects. */
+export function testEdgeCredential(edgeId: string): string {
+  return `test-credential-of-${edgeId}`;
+}
 
 /** One Edge with one Node and its Control Plane link. */
 export interface CpEdge extends AsyncDisposable {
   edgeId: string;
+  /** The credential this edge presents in its hello. */
+  credential: string;
   nodeId: string;
   nodeToken: string;
   service: EdgeService;
@@ -29,12 +48,28 @@ export interface CpEdge extends AsyncDisposable {
 export interface CpEdgeOptions {
   edgeId: string;
   cpAddress: string;
+  /** Defaults to {@linkcode testEdgeCredential} of the edge id. */
   credential?: string;
   labels?: Record<string, string>;
+  /** Defaults to `<edge id>-node`. */
+  nodeId?: string;
+  /** Where the Edge's Control Plane link logs; defaults to {@linkcode quiet}. */
+  linkLogger?: Logger;
+  /**
+   * How the link to the Control Plane is secured; must match the Control Plane's
+   * `testCpConfig` (default `server`: TLS, the edge verifies the CP; `mutual`: the edge also
+   * shows a certificate naming its id).
+   */
+  cpTls?: WireTls;
 }
 
 /** The Edge config: a mock provider, CLI profiles and a `deployer` domain agent on them. */
-function cpEdgeConfig(options: CpEdgeOptions, nodeId: string, nodeToken: string): RawConfig {
+function cpEdgeConfig(
+  options: CpEdgeOptions,
+  nodeId: string,
+  nodeToken: string,
+  cpSecurity: RawConfig,
+): RawConfig {
   const profile = (name: string, script: string) => ({
     name,
     command: "sh",
@@ -45,8 +80,9 @@ function cpEdgeConfig(options: CpEdgeOptions, nodeId: string, nodeToken: string)
     edge: { id: options.edgeId, labels: options.labels ?? {} },
     control_plane: {
       address: options.cpAddress,
-      credential: options.credential ?? "test-edge-credential",
+      credential: options.credential ?? testEdgeCredential(options.edgeId),
       reconnect_max_ms: 300,
+      ...cpSecurity,
     },
     nodes: [{
       id: nodeId,
@@ -88,15 +124,19 @@ function cpEdgeConfig(options: CpEdgeOptions, nodeId: string, nodeToken: string)
 
 /** Starts an Edge with one registered Node, then its Control Plane link. */
 export async function startCpEdge(options: CpEdgeOptions): Promise<CpEdge> {
-  const nodeId = `${options.edgeId}-node`;
+  const nodeId = options.nodeId ?? `${options.edgeId}-node`;
   const nodeToken = `secret-token-of-${nodeId}`;
-  const edge = await startStack({ config: cpEdgeConfig(options, nodeId, nodeToken) });
+  const cpTls = options.cpTls ?? "server";
+  const cpSecurity = cpTls === "off" ? { insecure_plaintext: true } : {
+    tls: await dialTlsConfig("edge", cpTls === "mutual" ? options.edgeId : undefined),
+  };
+  const edge = await startStack({ config: cpEdgeConfig(options, nodeId, nodeToken, cpSecurity) });
   const agents = new DomainAgents(edge.service);
   const link = startCpLink({
     service: edge.service,
     agents,
     version: "test",
-    logger: quiet("edge.cp_link"),
+    logger: options.linkLogger ?? quiet("edge.cp_link"),
     backoffInitialMs: 50,
   });
   const stop = async () => {
@@ -105,6 +145,7 @@ export async function startCpEdge(options: CpEdgeOptions): Promise<CpEdge> {
   };
   return {
     edgeId: options.edgeId,
+    credential: options.credential ?? testEdgeCredential(options.edgeId),
     nodeId,
     nodeToken,
     service: edge.service,
@@ -117,11 +158,24 @@ export async function startCpEdge(options: CpEdgeOptions): Promise<CpEdge> {
   };
 }
 
-/** A Control Plane config for tests: loopback, free ports unless given, audit at `auditPath`. */
-export function testCpConfig(
+/**
+ * A Control Plane config for tests: loopback, free ports unless given, audit at `auditPath`;
+ * `edges` (raw `wire.edges`) defaults to {@linkcode TEST_EDGE_IDS} with their test credentials.
+ */
+export async function testCpConfig(
   auditPath: string,
-  overrides: { httpPort?: number; wirePort?: number } = {},
-): CpConfig {
+  overrides: {
+    httpPort?: number;
+    wirePort?: number;
+    edges?: readonly { id: string; credential: string }[];
+    /** How the edge wire is secured; default `server` (TLS), as shipped. */
+    tls?: WireTls;
+  } = {},
+): Promise<CpConfig> {
+  const tls = overrides.tls ?? "server";
+  const security = tls === "off"
+    ? { insecure_plaintext: true }
+    : { tls: await listenTlsConfig("cp", "cp-test", { mutual: tls === "mutual" }) };
   return parseCpConfig({
     control_plane: { id: "cp-test" },
     http: { host: "127.0.0.1", port: overrides.httpPort ?? 0 },
@@ -129,7 +183,9 @@ export function testCpConfig(
       host: "127.0.0.1",
       port: overrides.wirePort ?? 0,
       heartbeat_interval_ms: 500,
-      edge_credentials: ["test-edge-credential"],
+      ...security,
+      edges: overrides.edges ??
+        TEST_EDGE_IDS.map((id) => ({ id, credential: testEdgeCredential(id) })),
     },
     admin: { tokens: ["test-admin-token"] },
     audit: { path: auditPath },

@@ -134,7 +134,7 @@ Deno.test("Control Plane contracts carry no token, address or config field and r
 });
 
 Deno.test("the registry's stored data holds no node token, node address, credential or config key", async () => {
-  await using cp = await startControlPlane(testCpConfig(":memory:"), { logger: quiet("cp") });
+  await using cp = await startControlPlane(await testCpConfig(":memory:"), { logger: quiet("cp") });
   await using edge = await startCpEdge({ edgeId: "edge-guard", cpAddress: cp.wireAddress });
   await until(
     "the edge's status with its node",

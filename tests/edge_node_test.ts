@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { openRunStore } from "../services/node/store/sqlite_store.ts";
+import { dialTlsConfig, listenTlsConfig } from "./tls_fixture.ts";
 import { freePort, TextLog } from "./util.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -86,7 +87,13 @@ async function setup(options: { nodeToken?: string } = {}): Promise<Setup> {
   const edgeConfig = {
     edge: { id: "edge-it" },
     http: { host: "127.0.0.1", port: httpPort },
-    wire: { host: "127.0.0.1", port: wirePort, heartbeat_interval_ms: HEARTBEAT_MS },
+    wire: {
+      host: "127.0.0.1",
+      port: wirePort,
+      heartbeat_interval_ms: HEARTBEAT_MS,
+      // As shipped: TLS, here with client certificates bound to node ids.
+      tls: await listenTlsConfig("edge", "edge-it", { mutual: true }),
+    },
     nodes: [{
       id: "n1",
       alias: "one",
@@ -113,9 +120,16 @@ async function setup(options: { nodeToken?: string } = {}): Promise<Setup> {
   };
   const nodeConfig = {
     node: { id: "n1", token: options.nodeToken ?? "good-token" },
-    edge: { address: `127.0.0.1:${wirePort}`, backoff_initial_ms: 50, backoff_max_ms: 300 },
+    edge: {
+      address: `127.0.0.1:${wirePort}`,
+      backoff_initial_ms: 50,
+      backoff_max_ms: 300,
+      tls: await dialTlsConfig("node", "n1"),
+    },
     http: { host: "127.0.0.1", port: nodeHttpPort },
     history: { path: historyPath },
+    // What the edge config above pushes: mock adapters and a `sh` profile without a cwd.
+    policy: { adapter_kinds: ["mock", "cli"], cli: { commands: ["sh"], cwd: ["."] } },
   };
   const edgeFile = `${dir}/edge.yaml`;
   const nodeFile = `${dir}/node.yaml`;

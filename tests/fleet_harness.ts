@@ -175,6 +175,8 @@ export async function startFleet(): Promise<Fleet> {
         IOP_FLEET_CP_PORT: String(ports.cp),
       })
       .withDefaultWaitStrategy(Wait.forHealthCheck())
+      // The certificate maker runs once and exits before anything else starts.
+      .withWaitStrategy("certs-1", Wait.forOneShotStartup())
       .withStartupTimeout(120_000)
       .up();
   } catch (err) {

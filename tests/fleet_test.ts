@@ -184,6 +184,43 @@ Deno.test({
       );
 
       results.push(
+        await t.step(
+          "both wires run mutual TLS: a plaintext peer on a node wire is dropped, nodes stay",
+          async () => {
+            const edgeLogs = async () => {
+              const r = await run("docker", ["logs", fleet.containerId("edge-a")]);
+              return r.stdout + r.stderr;
+            };
+            const logs = await edgeLogs();
+            assert.match(logs, /"node_wire_tls":"mutual"/);
+            assert.doesNotMatch(logs, /plaintext/, "no wire of edge-a runs plaintext");
+            const ip = (await docker([
+              "inspect",
+              "-f",
+              `{{(index .NetworkSettings.Networks "${fleet.network("group-a")}").IPAddress}}`,
+              fleet.containerId("edge-a"),
+            ])).trim();
+            const conn = await Deno.connect({ hostname: ip, port: 7100 });
+            await conn.write(new TextEncoder().encode("\x10plaintext hello!"));
+            const buffer = new Uint8Array(512);
+            while ((await conn.read(buffer).catch(() => null)) !== null) { /* until closed */ }
+            conn.close();
+            await until(
+              "edge-a to log the refused handshake",
+              async () => /peer failed the TLS handshake/.test(await edgeLogs()),
+            );
+            const status = await getJson<{ nodes: EdgeNodeStatus[] }>(
+              `${fleet.edgeAUrl}/api/iop/status`,
+            );
+            assert.deepEqual(
+              status.nodes.filter((n) => n.connected).map((n) => n.id).sort(),
+              EDGE_NODES["edge-a"],
+            );
+          },
+        ),
+      );
+
+      results.push(
         await t.step("an OpenAI stream through each edge reaches a node", async () => {
           const models = await client(fleet.edgeAUrl).models.list();
           assert.ok(models.data.some((m) => m.id === "whoami"), "edge-a lists the whoami model");
@@ -333,17 +370,29 @@ Deno.test({
 });
 
 Deno.test({
-  name: "gpu-node compose file refuses to start without an edge address and reserves GPUs " +
-    "for the model servers",
+  name: "gpu-node compose file refuses to start without an edge address or certificates and " +
+    "reserves GPUs for the model servers",
   ignore: skip,
   fn: async () => {
     const problem = await dockerProblem();
     if (problem) throw new Error(`The fleet suite needs Docker: ${problem}.`);
     const file = `${ROOT}/compose/gpu-node.yaml`;
-    const env = { IOP_NODE_ID: "gpu-01", IOP_NODE_TOKEN: "t0k", IOP_NODE_EDGE_ADDRESS: "" };
+    const env = {
+      IOP_NODE_ID: "gpu-01",
+      IOP_NODE_TOKEN: "t0k",
+      IOP_NODE_EDGE_ADDRESS: "",
+      IOP_CERTS_DIR: "/etc/iop-certs",
+    };
     const missing = await composeConfig(file, env, []);
     assert.notEqual(missing.code, 0);
     assert.match(missing.stderr, /IOP_NODE_EDGE_ADDRESS/);
+    const noCerts = await composeConfig(file, {
+      ...env,
+      IOP_NODE_EDGE_ADDRESS: "edge.example.internal:7100",
+      IOP_CERTS_DIR: "",
+    }, []);
+    assert.notEqual(noCerts.code, 0);
+    assert.match(noCerts.stderr, /IOP_CERTS_DIR/);
 
     env.IOP_NODE_EDGE_ADDRESS = "edge.example.internal:7100";
     const plain = await composeConfig(file, env, []);
@@ -352,6 +401,11 @@ Deno.test({
     assert.deepEqual(Object.keys(services).sort(), ["node", "ollama"]);
     assert.equal(services.node!.environment?.IOP_NODE_EDGE_ADDRESS, env.IOP_NODE_EDGE_ADDRESS);
     assert.equal(services.node!.deploy, undefined, "the IOP node itself needs no GPU");
+    assert.equal(
+      services.node!.environment?.IOP_NODE_EDGE_TLS_CERT,
+      "/etc/iop/certs/node-gpu-01.pem",
+      "the node shows its own certificate to the edge",
+    );
 
     const withVllm = await composeConfig(file, env, ["--profile", "vllm"]);
     assert.equal(withVllm.code, 0, withVllm.stderr);

@@ -3,6 +3,7 @@
  * process group outlives a `kill -9` of its Node, and the restarted Node kills it.
  * @module
  */
+import { dialTlsConfig } from "./tls_fixture.ts";
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
 import { startEdge, type TestEdge } from "./stack.ts";
@@ -110,9 +111,11 @@ Deno.test("a node restarted after kill -9 kills the CLI process group its predec
         address: `127.0.0.1:${edge.wire.port}`,
         backoff_initial_ms: 50,
         backoff_max_ms: 300,
+        tls: await dialTlsConfig("node"),
       },
       http: { host: "127.0.0.1", port: 0 },
       history: { path: `${edge.dir}/node/history.db` },
+      policy: { adapter_kinds: ["cli"], cli: { commands: ["sh"], cwd: ["."] } },
     }),
   );
   let pids: number[] = [];

@@ -9,6 +9,7 @@ import { createWireMetrics } from "../shared/wire/wire_metrics.ts";
 import { mockAdapterFactory } from "../services/node/adapters/mock.ts";
 import { buildAdapterRegistry } from "../services/node/adapters/registry.ts";
 import { NodeCore } from "../services/node/node.ts";
+import { DEFAULT_NODE_POLICY } from "../services/node/policy.ts";
 import { openRunStore } from "../services/node/store/sqlite_store.ts";
 import { startEdgeClient } from "../services/node/transport/edge_client.ts";
 import { parseEdgeConfig } from "../services/edge/config.ts";
@@ -80,7 +81,8 @@ Deno.test("node wire server survives 10,000 garbage inputs and then serves a rea
   }, "fuzz.yaml");
   const service = new EdgeService({ config, logger: quiet, version: "test" });
   const registry = new Registry();
-  const server = startNodeServer({
+  // Plain TCP: the frames themselves are under test here.
+  const server = await startNodeServer({
     hostname: "127.0.0.1",
     port: 0,
     service,
@@ -122,9 +124,11 @@ Deno.test("node wire server survives 10,000 garbage inputs and then serves a rea
       store,
       logger: quiet,
       buildAdapters: (configs) => buildAdapterRegistry(configs, { mock: mockAdapterFactory }),
+      policy: DEFAULT_NODE_POLICY,
     });
     const client = startEdgeClient({
       edgeAddress: `127.0.0.1:${server.port}`,
+      tls: undefined,
       nodeId: "n1",
       token: "secret-token",
       version: "test",

@@ -18,7 +18,12 @@ import type { Listener } from "../shared/wire/listener.ts";
 import { createWireMetrics } from "../shared/wire/wire_metrics.ts";
 import { A2aTaskManager } from "../services/edge/a2a/task_manager.ts";
 import type { A2aTaskStore } from "../services/edge/a2a/task_store.ts";
-import { type EdgeConfig, loadEdgeConfig, parseEdgeConfig } from "../services/edge/config.ts";
+import {
+  type EdgeConfig,
+  loadEdgeConfig,
+  type NodeRecord,
+  parseEdgeConfig,
+} from "../services/edge/config.ts";
 import { createEdgeMetrics } from "../services/edge/edge_metrics.ts";
 import { createPoolMetrics } from "../services/edge/pools/pool_metrics.ts";
 import { createEdgeHttp } from "../services/edge/http/app.ts";
@@ -29,9 +34,11 @@ import type { AdapterMetrics } from "../services/node/adapters/adapter_metrics.t
 import { adapterCatalog } from "../services/node/adapters/catalog.ts";
 import { type AdapterFactories, buildAdapterRegistry } from "../services/node/adapters/registry.ts";
 import { NodeCore } from "../services/node/node.ts";
+import type { NodePolicy } from "../services/node/policy.ts";
 import type { RunStore } from "../services/node/ports.ts";
 import { openRunStore } from "../services/node/store/sqlite_store.ts";
 import { type EdgeClient, startEdgeClient } from "../services/node/transport/edge_client.ts";
+import { dialTlsOf, listenTlsOf } from "./tls_fixture.ts";
 
 /** A raw Edge config in its YAML shape (`edge`, `nodes`, `models`, `agents` ...). */
 export type RawConfig = Record<string, unknown>;
@@ -51,7 +58,16 @@ export interface EdgeOptions {
   configFile?: string;
   /** Where the Edge and its nodes log; defaults to {@linkcode quiet}. */
   logger?: Logger;
+  /**
+   * How the node wire is secured, as shipped by default: `server` (TLS, nodes verify the Edge
+   * against the test CA; the default), `mutual` (nodes also show certificates naming their id)
+   * or `off` (plain TCP).
+   */
+  tls?: WireTls;
 }
+
+/** How a fixture's node wire is secured; see {@linkcode EdgeOptions.tls}. */
+export type WireTls = "off" | "server" | "mutual";
 
 /** A running Edge of the fixture. */
 export interface TestEdge extends AsyncDisposable {
@@ -61,6 +77,8 @@ export interface TestEdge extends AsyncDisposable {
   registry: Registry;
   /** The node wire listener; nodes dial `127.0.0.1:${wire.port}`. */
   wire: Listener;
+  /** How the node wire is secured. */
+  tls: WireTls;
   /** Base URL of the HTTP server, e.g. `http://127.0.0.1:41234`; throws without `http`. */
   readonly url: string;
   /** The A2A task manager, when started with `a2a`. */
@@ -78,8 +96,12 @@ export interface TestEdge extends AsyncDisposable {
 export interface NodeOptions {
   /** Id of a node in the Edge's config (default: the first). */
   id?: string;
+  /** The token the node presents (default: its record's; give the plain one for a hash). */
+  token?: string;
   /** Adapter factories (default: {@linkcode adapterFactories} without metrics). */
   factories?: AdapterFactories;
+  /** The node's policy (default: {@linkcode policyFor} its record, allowing what it is pushed). */
+  policy?: NodePolicy;
   /** How long to wait for the Edge to see the node apply its config (default 10 s). */
   readyMs?: number;
 }
@@ -134,9 +156,14 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
     poolMetrics: createPoolMetrics(registry),
     ...(file ? { loadConfig: () => loadEdgeConfig(file, () => undefined) } : {}),
   });
-  const wire = startNodeServer({
+  const tls = options.tls ?? "server";
+  const listenTls = tls === "off" ? undefined : await listenTlsOf("edge", {
+    mutual: tls === "mutual",
+  });
+  const wire = await startNodeServer({
     hostname: "127.0.0.1",
     port: 0,
+    ...(listenTls ? { tls: listenTls } : {}),
     service,
     logger,
     wireMetrics: createWireMetrics(registry, "edge", "node"),
@@ -180,6 +207,7 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
     service,
     registry,
     wire,
+    tls,
     get url(): string {
       if (!http) throw new Error("this edge serves no HTTP: start it with { http: true }");
       return `http://127.0.0.1:${http.addr.port}`;
@@ -207,6 +235,7 @@ export async function startNode(edge: TestEdge, options: NodeOptions = {}): Prom
     store,
     logger: edge.logger,
     buildAdapters: (configs) => buildAdapterRegistry(configs, factories),
+    policy: options.policy ?? policyFor(record),
   });
   const applied = Promise.withResolvers<string[]>();
   const unsubscribe = edge.service.subscribe((event) => {
@@ -216,8 +245,11 @@ export async function startNode(edge: TestEdge, options: NodeOptions = {}): Prom
   });
   const client = startEdgeClient({
     edgeAddress: `127.0.0.1:${edge.wire.port}`,
+    tls: edge.tls === "off"
+      ? undefined
+      : await dialTlsOf("node", edge.tls === "mutual" ? id : undefined),
     nodeId: id,
-    token: record.token,
+    token: options.token ?? record.token,
     version: "test",
     core,
     logger: edge.logger,
@@ -265,12 +297,13 @@ export async function startStack(
   const edge = await startEdge(options);
   try {
     const ids = options.nodes ?? edge.config.nodes.map((n) => n.id);
-    const { factories, readyMs } = options;
+    const { factories, readyMs, policy } = options;
     await Promise.all(ids.map((id) =>
       startNode(edge, {
         id,
         ...(factories ? { factories } : {}),
         ...(readyMs ? { readyMs } : {}),
+        ...(policy ? { policy } : {}),
       })
     ));
     return edge;
@@ -303,5 +336,38 @@ export function mockNode(
       model_group: p.group,
       max_concurrency: p.max,
     })),
+  };
+}
+
+/**
+ * A node policy allowing exactly what the Edge's `record` pushes to that node, as its owner
+ * would write it: the kinds, CLI commands and directories ("." for a profile without cwd),
+ * `api_key_env` names and backend hosts its adapters use.
+ */
+export function policyFor(record: NodeRecord): NodePolicy {
+  const kinds = new Set<NodePolicy["adapterKinds"][number]>();
+  const commands = new Set<string>();
+  const cwd = new Set<string>();
+  const apiKeyEnv = new Set<string>();
+  const backendHosts = new Set<string>();
+  for (const a of record.adapters) {
+    kinds.add(a.kind);
+    if (a.kind === "cli") {
+      for (const p of a.profiles) {
+        commands.add(p.command);
+        cwd.add(p.cwd === "" ? "." : p.cwd);
+      }
+    } else if (a.kind !== "mock") {
+      if (a.apiKeyEnv !== "") apiKeyEnv.add(a.apiKeyEnv);
+      const url = URL.parse(a.baseUrl);
+      if (url) backendHosts.add(`${url.hostname}${url.port === "" ? "" : `:${url.port}`}`);
+    }
+  }
+  return {
+    adapterKinds: [...kinds],
+    cli: { commands: [...commands], cwd: [...cwd] },
+    apiKeyEnv: [...apiKeyEnv],
+    backendHosts: [...backendHosts],
+    isDefault: false,
   };
 }

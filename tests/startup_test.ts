@@ -28,7 +28,7 @@ Deno.test("an edge whose HTTP port is taken exits with code 2 and names the addr
   const port = (busy.addr as Deno.NetAddr).port;
   const { code, stderr } = await runService(
     "edge",
-    `http: { port: ${port} }\nwire: { port: 0 }\ncontrol_plane: { address: "" }\n`,
+    `http: { port: ${port} }\nwire: { port: 0, insecure_plaintext: true }\ncontrol_plane: { address: "" }\n`,
   );
   assert.equal(code, 2);
   assert.match(stderr, new RegExp(`cannot start: serve HTTP on 127\\.0\\.0\\.1:${port}`));
@@ -46,8 +46,41 @@ Deno.test("an edge with broken YAML exits with code 2 naming the file and line",
 Deno.test("a node that cannot create its history file exits with code 2 naming the path", async () => {
   const { code, stderr } = await runService(
     "node",
-    "node: { id: n1, token: t }\nhttp: { port: 0 }\nhistory: { path: /proc/iop-none/history.db }\n",
+    "node: { id: n1, token: t }\nedge: { insecure_plaintext: true }\nhttp: { port: 0 }\n" +
+      "history: { path: /proc/iop-none/history.db }\n",
   );
   assert.equal(code, 2);
   assert.match(stderr, /cannot start: open the run history at \/proc\/iop-none\/history\.db/);
+});
+
+Deno.test("an edge whose node wire has neither tls nor the plaintext opt-out exits with code 2 naming the key", async () => {
+  const { code, stderr } = await runService(
+    "edge",
+    `http: { port: 0 }\nwire: { port: 0 }\ncontrol_plane: { address: "" }\n`,
+  );
+  assert.equal(code, 2);
+  assert.match(stderr, /edge\.yaml: wire\.tls: is required/);
+  assert.match(stderr, /deno task certs/);
+});
+
+Deno.test("a node whose fleet CA file is missing exits with code 2 naming the key and file", async () => {
+  const { code, stderr } = await runService(
+    "node",
+    "node: { id: n1, token: t }\nedge: { tls: { ca: /nonexistent/ca.pem } }\nhttp: { port: 0 }\n",
+  );
+  assert.equal(code, 2);
+  assert.match(stderr, /node\.yaml: edge\.tls\.ca: cannot read '\/nonexistent\/ca\.pem'/);
+});
+
+Deno.test("a node on the plaintext opt-out says so at start", async () => {
+  using busy = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (busy.addr as Deno.NetAddr).port;
+  // The taken HTTP port ends the node right after its start-up warnings.
+  const { code, stderr } = await runService(
+    "node",
+    `node: { id: n1, token: t }\nedge: { insecure_plaintext: true }\nhttp: { port: ${port} }\n` +
+      "history: { path: history.db }\n",
+  );
+  assert.equal(code, 2);
+  assert.match(stderr, /the link to the edge is plaintext \(edge\.insecure_plaintext: true\)/);
 });

@@ -1,15 +1,25 @@
 /**
  * The Control Plane's configuration: one YAML file per environment plus `IOP_CP_*` overrides,
- * validated whole. It holds only the Control Plane's own settings and secrets (edge credentials
- * it accepts, admin tokens); nothing of any Edge's configuration.
+ * validated whole. It holds only the Control Plane's own settings and secrets (the edges it
+ * admits with each one's credential, admin tokens); nothing of any Edge's configuration.
+ *
+ * ```yaml
+ * wire:
+ *   edges: # each edge id with the one credential it must present (plain or sha256:…)
+ *     - { id: edge-a, credential: "sha256:…" } # deno task hash-secret
+ *     - { id: edge-b, credential: another-secret }
+ * ```
  * @module
  */
 import {
   applyEnvOverrides,
+  ConfigError,
   ConfigReader,
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
+import { readStoredSecret, secretFingerprint } from "../../shared/secrets.ts";
+import { type LinkSecurity, type ListenTlsFiles, readListenTls } from "../../shared/wire/tls.ts";
 
 /** The whole validated Control Plane configuration. */
 export interface CpConfig {
@@ -22,8 +32,13 @@ export interface CpConfig {
     maxFrameBytes: number;
     heartbeatIntervalMs: number;
     helloTimeoutMs: number;
-    /** Credentials an Edge may present; empty accepts any (development only). */
-    edgeCredentials: string[];
+    /** `wire.tls` or `wire.insecure_plaintext`; the Control Plane refuses to start with neither. */
+    security: LinkSecurity<ListenTlsFiles>;
+    /**
+     * The edges allowed to attach, each with the credential (plain or `sha256:<hex>`) that only
+     * it may present; ids and credentials are unique. Empty admits no edge.
+     */
+    edges: EdgeGrant[];
   };
   /** Bearer tokens allowed to use write endpoints; empty disables them. */
   admin: { tokens: string[] };
@@ -32,7 +47,20 @@ export interface CpConfig {
   commands: { defaultTimeoutMs: number; retained: number };
 }
 
-/** Environment variables that override Control Plane config keys. */
+/** One edge the Control Plane admits: its id and the credential that proves it. */
+export interface EdgeGrant {
+  id: string;
+  /** Plain or `sha256:<64 hex>`; compare with `secretMatches`, never with `===`. */
+  credential: string;
+}
+
+/**
+ * Replaces `wire.edges` as `id=credential,id=credential` (a credential may contain `=` but not
+ * `,`); set to an empty string to admit no edge.
+ */
+export const EDGES_ENV = "IOP_CP_EDGES";
+
+/** Environment variables that override Control Plane config keys (plus {@linkcode EDGES_ENV}). */
 export const CP_ENV: readonly EnvOverride[] = [
   { env: "IOP_CP_ID", path: "control_plane.id", type: "string" },
   { env: "IOP_CP_HTTP_HOST", path: "http.host", type: "string" },
@@ -40,7 +68,10 @@ export const CP_ENV: readonly EnvOverride[] = [
   { env: "IOP_CP_WIRE_HOST", path: "wire.host", type: "string" },
   { env: "IOP_CP_WIRE_PORT", path: "wire.port", type: "number" },
   { env: "IOP_CP_HEARTBEAT_INTERVAL_MS", path: "wire.heartbeat_interval_ms", type: "number" },
-  { env: "IOP_CP_EDGE_CREDENTIALS", path: "wire.edge_credentials", type: "list" },
+  { env: "IOP_CP_WIRE_TLS_CERT", path: "wire.tls.cert", type: "string" },
+  { env: "IOP_CP_WIRE_TLS_KEY", path: "wire.tls.key", type: "string" },
+  { env: "IOP_CP_WIRE_TLS_CLIENT_CA", path: "wire.tls.client_ca", type: "string" },
+  { env: "IOP_CP_WIRE_INSECURE_PLAINTEXT", path: "wire.insecure_plaintext", type: "boolean" },
   { env: "IOP_CP_ADMIN_TOKENS", path: "admin.tokens", type: "list" },
   { env: "IOP_CP_AUDIT_PATH", path: "audit.path", type: "string" },
 ];
@@ -50,8 +81,44 @@ export async function loadCpConfig(
   file: string,
   env?: (name: string) => string | undefined,
 ): Promise<CpConfig> {
-  const raw = applyEnvOverrides(await readYamlFile(file), CP_ENV, env);
+  const read = env ?? ((name: string) => Deno.env.get(name));
+  const raw = applyEnvOverrides(await readYamlFile(file), CP_ENV, read);
+  applyEdgesOverride(raw, read);
   return parseCpConfig(raw, file);
+}
+
+/** Writes `IOP_CP_EDGES` into `wire.edges`; refuses the removed `IOP_CP_EDGE_CREDENTIALS`. */
+function applyEdgesOverride(
+  raw: Record<string, unknown>,
+  env: (name: string) => string | undefined,
+): void {
+  if (env("IOP_CP_EDGE_CREDENTIALS") !== undefined) {
+    throw new ConfigError(
+      "IOP_CP_EDGE_CREDENTIALS",
+      "",
+      `is no longer supported as each credential now belongs to one edge: ` +
+        `set ${EDGES_ENV}=edge-a=<credential>,edge-b=<credential> instead`,
+    );
+  }
+  const value = env(EDGES_ENV);
+  if (value === undefined) return;
+  const edges = value.split(",").map((s) => s.trim()).filter((s) => s !== "").map((entry, i) => {
+    const eq = entry.indexOf("=");
+    if (eq <= 0 || eq === entry.length - 1) {
+      throw new ConfigError(
+        EDGES_ENV,
+        "",
+        `entry ${i + 1} must be 'id=credential' (comma-separated entries)`,
+      );
+    }
+    return { id: entry.slice(0, eq).trim(), credential: entry.slice(eq + 1).trim() };
+  });
+  const wire = raw.wire;
+  if (typeof wire === "object" && wire !== null && !Array.isArray(wire)) {
+    (wire as Record<string, unknown>).edges = edges;
+  } else {
+    raw.wire = { edges };
+  }
 }
 
 /** Validates a raw config object; throws a ConfigError naming the bad key. */
@@ -78,7 +145,8 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
       maxFrameBytes: wire.number("max_frame_bytes", 1024 * 1024, { min: 1024 }),
       heartbeatIntervalMs: wire.number("heartbeat_interval_ms", 2000, { min: 50 }),
       helloTimeoutMs: wire.number("hello_timeout_ms", 10_000, { min: 100 }),
-      edgeCredentials: wire.strings("edge_credentials").filter((c) => c !== ""),
+      security: readListenTls(wire),
+      edges: parseEdgeGrants(wire),
     },
     admin: { tokens: admin.strings("tokens").filter((t) => t !== "") },
     audit: { path: audit.nonEmpty("path", `.iop/${id}/audit.sqlite`) },
@@ -91,4 +159,41 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
       retained: commands.number("retained", 500, { min: 1 }),
     },
   };
+}
+
+function parseEdgeGrants(wire: ConfigReader): EdgeGrant[] {
+  if (wire.has("edge_credentials")) {
+    throw wire.error(
+      "edge_credentials",
+      "is no longer supported as each credential now belongs to one edge: list the edges " +
+        "under wire.edges instead, e.g. edges: [{ id: edge-a, credential: <secret or sha256:…> }]",
+    );
+  }
+  const grants = wire.list("edges").map((e) => ({
+    id: e.nonEmpty("id"),
+    credential: readStoredSecret(e, "credential"),
+  }));
+  const ids = new Map<string, number>();
+  const credentials = new Map<string, number>();
+  grants.forEach((grant, i) => {
+    const firstId = ids.get(grant.id);
+    if (firstId !== undefined) {
+      throw wire.error(
+        `edges[${i}].id`,
+        `duplicate edge id '${grant.id}' (first at ${wire.path}.edges[${firstId}].id)`,
+      );
+    }
+    ids.set(grant.id, i);
+    const fingerprint = secretFingerprint(grant.credential);
+    const firstCredential = credentials.get(fingerprint);
+    if (firstCredential !== undefined) {
+      throw wire.error(
+        `edges[${i}].credential`,
+        `is the same secret as ${wire.path}.edges[${firstCredential}].credential: ` +
+          "each edge needs its own credential",
+      );
+    }
+    credentials.set(fingerprint, i);
+  });
+  return grants;
 }

@@ -14,6 +14,7 @@ import type { AuditLog } from "./ports.ts";
 import { EdgeRegistry } from "./registry.ts";
 import { openAuditStore } from "./store/audit_store.ts";
 import { startEdgeServer } from "./transport/edge_server.ts";
+import { loadListenTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 
 /** A running Control Plane. */
 export interface ControlPlane extends AsyncDisposable {
@@ -59,14 +60,24 @@ export async function startControlPlane(
     retained: config.commands.retained,
     onFinished: (kind, outcome) => metrics.commandsFinished.labels(kind, outcome).inc(),
   });
-  if (config.wire.edgeCredentials.length === 0) {
-    logger.warn("no edge credentials configured: any edge may attach");
+  if (config.wire.edges.length === 0) {
+    logger.warn("no edges configured under wire.edges: every edge will be refused");
   }
-  const wire = startEdgeServer({
+  const wireTlsFiles = requireLinkSecurity(config.wire.security);
+  const wireTls = wireTlsFiles ? await loadListenTls(wireTlsFiles) : undefined;
+  if (!wireTls) {
+    logger.warn(
+      "the edge wire is plaintext (wire.insecure_plaintext: true): edge credentials and fleet " +
+        "commands travel unencrypted",
+      { edge_wire: `${config.wire.host}:${config.wire.port}` },
+    );
+  }
+  const wire = await startEdgeServer({
     config,
     registry,
     commands,
     logger,
+    ...(wireTls ? { tls: wireTls } : {}),
     wireMetrics: createWireMetrics(metricsRegistry, "cp", "edge"),
     onHello: (verdict) => metrics.edgeHellos.labels(verdict).inc(),
   });

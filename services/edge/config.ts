@@ -10,7 +10,20 @@ import {
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
+import {
+  isHashedSecret,
+  readStoredSecret,
+  readStoredSecrets,
+  secretFingerprint,
+} from "../../shared/secrets.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
+import {
+  type DialTlsFiles,
+  type LinkSecurity,
+  type ListenTlsFiles,
+  readDialTls,
+  readListenTls,
+} from "../../shared/wire/tls.ts";
 import {
   ADAPTER_KIND_NAMES,
   adapterKind,
@@ -87,8 +100,16 @@ export interface EdgeConfig {
     maxFrameBytes: number;
     heartbeatIntervalMs: number;
     registerTimeoutMs: number;
+    /** `wire.tls` or `wire.insecure_plaintext`; the Edge refuses to start with neither. */
+    security: LinkSecurity<ListenTlsFiles>;
   };
-  controlPlane: { address: string; credential: string; reconnectMaxMs: number };
+  controlPlane: {
+    address: string;
+    credential: string;
+    reconnectMaxMs: number;
+    /** `control_plane.tls` or `control_plane.insecure_plaintext`. */
+    security: LinkSecurity<DialTlsFiles>;
+  };
   /** `storePath`: the SQLite file keeping A2A tasks (default `.iop/<edge id>/a2a.db`). */
   a2a: { taskRetentionMs: number; publicUrl: string; storePath: string };
   nodes: NodeRecord[];
@@ -105,8 +126,21 @@ export const EDGE_ENV: readonly EnvOverride[] = [
   { env: "IOP_EDGE_WIRE_HOST", path: "wire.host", type: "string" },
   { env: "IOP_EDGE_WIRE_PORT", path: "wire.port", type: "number" },
   { env: "IOP_EDGE_HEARTBEAT_INTERVAL_MS", path: "wire.heartbeat_interval_ms", type: "number" },
+  { env: "IOP_EDGE_WIRE_TLS_CERT", path: "wire.tls.cert", type: "string" },
+  { env: "IOP_EDGE_WIRE_TLS_KEY", path: "wire.tls.key", type: "string" },
+  { env: "IOP_EDGE_WIRE_TLS_CLIENT_CA", path: "wire.tls.client_ca", type: "string" },
+  { env: "IOP_EDGE_WIRE_INSECURE_PLAINTEXT", path: "wire.insecure_plaintext", type: "boolean" },
   { env: "IOP_EDGE_CP_ADDRESS", path: "control_plane.address", type: "string" },
   { env: "IOP_EDGE_CP_CREDENTIAL", path: "control_plane.credential", type: "string" },
+  { env: "IOP_EDGE_CP_TLS_CA", path: "control_plane.tls.ca", type: "string" },
+  { env: "IOP_EDGE_CP_TLS_SERVER_NAME", path: "control_plane.tls.server_name", type: "string" },
+  { env: "IOP_EDGE_CP_TLS_CERT", path: "control_plane.tls.cert", type: "string" },
+  { env: "IOP_EDGE_CP_TLS_KEY", path: "control_plane.tls.key", type: "string" },
+  {
+    env: "IOP_EDGE_CP_INSECURE_PLAINTEXT",
+    path: "control_plane.insecure_plaintext",
+    type: "boolean",
+  },
   { env: "IOP_EDGE_A2A_PUBLIC_URL", path: "a2a.public_url", type: "string" },
   { env: "IOP_EDGE_A2A_STORE_PATH", path: "a2a.store_path", type: "string" },
 ];
@@ -130,7 +164,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
   const a2a = root.section("a2a");
   const nodes = root.list("nodes").map(parseNode);
   checkUnique(file, nodes.map((n, i) => [`nodes[${i}].id`, n.id]), "node id");
-  checkUnique(file, nodes.map((n, i) => [`nodes[${i}].token`, n.token]), "node token");
+  checkUniqueTokens(file, nodes);
   checkUnique(
     file,
     nodes.map((n, i) => [`nodes[${i}].alias`, n.alias] as [string, string]).filter(([, a]) =>
@@ -167,7 +201,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       host: http.nonEmpty("host", "127.0.0.1"),
       port: http.number("port", 8080, { min: 0, max: 65535 }),
       maxBodyBytes: http.number("max_body_bytes", 1024 * 1024, { min: 1024 }),
-      apiKeys: http.strings("api_keys").filter((k) => k !== ""),
+      apiKeys: readStoredSecrets(http, "api_keys"),
     },
     wire: {
       host: wire.nonEmpty("host", "127.0.0.1"),
@@ -175,11 +209,13 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       maxFrameBytes: wire.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 }),
       heartbeatIntervalMs: wire.number("heartbeat_interval_ms", 2000, { min: 50 }),
       registerTimeoutMs: wire.number("register_timeout_ms", 10_000, { min: 100 }),
+      security: readListenTls(wire),
     },
     controlPlane: {
       address: cp.string("address", ""),
       credential: cp.string("credential", ""),
       reconnectMaxMs: cp.number("reconnect_max_ms", 10_000, { min: 100 }),
+      security: readDialTls(cp),
     },
     a2a: {
       taskRetentionMs: a2a.number("task_retention_ms", 3_600_000, { min: 1000 }),
@@ -205,6 +241,21 @@ function checkUnique(file: string, entries: [string, string][], what: string): v
     }
     seen.set(value, path);
   }
+}
+
+/** Tokens must differ as secrets: a plain token clashes with another node's hash of it too. */
+function checkUniqueTokens(file: string, nodes: readonly NodeRecord[]): void {
+  const seen = new Map<string, string>();
+  nodes.forEach((n, i) => {
+    const path = `nodes[${i}].token`;
+    const fingerprint = secretFingerprint(n.token);
+    const first = seen.get(fingerprint);
+    if (first !== undefined) {
+      const shown = isHashedSecret(n.token) ? "sha256:…" : redactIfToken("node token", n.token);
+      throw new ConfigError(file, path, `duplicate node token '${shown}' (first at ${first})`);
+    }
+    seen.set(fingerprint, path);
+  });
 }
 
 function redactIfToken(what: string, value: string): string {
@@ -239,7 +290,8 @@ function parseNode(r: ConfigReader): NodeRecord {
     id: r.nonEmpty("id"),
     // Absent means no alias; one written out must name something.
     alias: r.has("alias") ? r.nonEmpty("alias") : "",
-    token: r.nonEmpty("token"),
+    // Plain or sha256:<hex> (`deno task hash-secret`); a malformed hash fails here.
+    token: readStoredSecret(r, "token"),
     maxConcurrentRuns: r.number("max_concurrent_runs", 0, { min: 0 }),
     adapters,
     providers,

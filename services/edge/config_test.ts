@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { ConfigError } from "../../shared/config.ts";
+import { hashSecret } from "../../shared/secrets.ts";
 import { loadEdgeConfig, parseEdgeConfig } from "./config.ts";
 
 const FILE = "edge.yaml";
@@ -201,4 +202,41 @@ Deno.test("a non-numeric IOP_EDGE_HTTP_PORT is rejected naming the variable", as
     assert.ok(err instanceof ConfigError);
     assert.equal(err.message, "IOP_EDGE_HTTP_PORT: must be a number: current value is '80a'");
   });
+});
+
+Deno.test("a node token and API keys may be stored as sha256: hashes", () => {
+  const token = hashSecret("plain-node-token");
+  const key = hashSecret("plain-api-key");
+  const config = parseEdgeConfig({
+    nodes: [node("a", { token })],
+    http: { api_keys: [key, "plain-key"] },
+  }, FILE);
+  assert.equal(config.nodes[0]!.token, token);
+  assert.deepEqual(config.http.apiKeys, [key, "plain-key"]);
+});
+
+Deno.test("a malformed sha256: node token or API key is rejected at its key path", () => {
+  rejects(
+    { nodes: [node("a", { token: "sha256:abc" })] },
+    "nodes[0].token",
+    /must be 'sha256:' followed by 64 hex digits .*current value has 3 characters/,
+  );
+  rejects(
+    { http: { api_keys: ["ok", `sha256:${"x".repeat(64)}`] } },
+    "http.api_keys[1]",
+    /not all of them hex digits/,
+  );
+});
+
+Deno.test("a plain node token whose hash another node stores is a duplicate", () => {
+  rejects(
+    { nodes: [node("a", { token: hashSecret("same") }), node("b", { token: "same" })] },
+    "nodes[1].token",
+    /duplicate node token 'sa…' \(first at nodes\[0\]\.token\)/,
+  );
+  rejects(
+    { nodes: [node("a", { token: "same" }), node("b", { token: hashSecret("same") })] },
+    "nodes[1].token",
+    /duplicate node token 'sha256:…' \(first at nodes\[0\]\.token\)/,
+  );
 });

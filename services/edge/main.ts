@@ -8,6 +8,7 @@ import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
 import { startupStep } from "../../shared/startup.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
+import { loadDialTls, loadListenTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { openA2aTasks } from "./a2a/open.ts";
 import { DomainAgents } from "./agents/domain_agents.ts";
@@ -24,11 +25,33 @@ import { startNodeServer } from "./transport/node_server.ts";
 const logger = createLogger("edge");
 const file = configPathFromArgs(Deno.args, "deploy/config/edge.yaml");
 let config;
+let wireTls;
 try {
   config = await loadEdgeConfig(file);
+  const wireTlsFiles = requireLinkSecurity(config.wire.security);
+  wireTls = wireTlsFiles ? await loadListenTls(wireTlsFiles) : undefined;
+  // Checked up front so a wrong path stops the start; the link reads them again per dial.
+  if (config.controlPlane.address) {
+    const cpTls = requireLinkSecurity(config.controlPlane.security);
+    if (cpTls) await loadDialTls(cpTls);
+  }
 } catch (err) {
   logger.error("cannot start edge: invalid config", { err });
   Deno.exit(2);
+}
+if (!wireTls) {
+  logger.warn(
+    "the node wire is plaintext (wire.insecure_plaintext: true): node tokens, pushed " +
+      "configuration and runs travel unencrypted",
+    { node_wire: `${config.wire.host}:${config.wire.port}` },
+  );
+}
+if (config.controlPlane.address && !config.controlPlane.security.tls) {
+  logger.warn(
+    "the control plane link is plaintext (control_plane.insecure_plaintext: true): the edge " +
+      "credential and fleet commands travel unencrypted",
+    { control_plane: config.controlPlane.address },
+  );
 }
 
 const registry = new Registry();
@@ -42,13 +65,14 @@ const service = new EdgeService({
   loadConfig: () => loadEdgeConfig(file),
 });
 
-const wire = startupStep(
+const wire = await startupStep(
   logger,
   `listen for nodes on ${config.wire.host}:${config.wire.port}`,
   () =>
     startNodeServer({
       hostname: config.wire.host,
       port: config.wire.port,
+      ...(wireTls ? { tls: wireTls } : {}),
       service,
       logger: createLogger("edge.transport").with({ edge_id: config.edge.id }),
       wireMetrics: createWireMetrics(registry, "edge", "node"),
@@ -83,6 +107,7 @@ logger.info("edge listening", {
   edge_id: config.edge.id,
   http: `${http.addr.hostname}:${http.addr.port}`,
   node_wire: `${wire.hostname}:${wire.port}`,
+  node_wire_tls: !wireTls ? "off" : wireTls.clientCa ? "mutual" : "server",
   nodes_configured: config.nodes.length,
 });
 

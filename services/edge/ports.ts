@@ -104,6 +104,8 @@ export interface ResourceStatus {
   inFlight: number;
   queued: number;
   enabled: boolean;
+  /** Why the connected node refused its adapter (e.g. its policy); "" when it did not. */
+  refused: string;
 }
 
 /** One node in the status snapshot. */

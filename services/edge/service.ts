@@ -7,6 +7,7 @@
 import { IopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { RunEvent } from "../../shared/run.ts";
+import { secretFingerprint } from "../../shared/secrets.ts";
 import { ActiveRun } from "./active_run.ts";
 import type { EdgeConfig, NodeRecord } from "./config.ts";
 import type { EdgeMetrics } from "./edge_metrics.ts";
@@ -274,9 +275,16 @@ export class EdgeService implements OpsGateway {
     return true;
   }
 
-  /** Applies a config_applied report from a node. */
+  /**
+   * Applies a config_applied report from a node: what it built, and why it refused the rest
+   * (logged, kept on the session for the status, and relayed).
+   */
   nodeAdaptersApplied(session: NodeSession, adapters: string[], rejected: Record<string, string>) {
     session.adapters = adapters;
+    session.refused = rejected;
+    for (const [adapter, reason] of Object.entries(rejected)) {
+      this.#logger.warn("node refused adapter", { node_id: session.id, adapter, reason });
+    }
     this.pools.admitWaiting();
     this.#bus.publish({
       type: "node_config_applied",
@@ -315,7 +323,8 @@ export class EdgeService implements OpsGateway {
     this.#store = store;
     for (const session of this.#registry.list()) {
       const record = store.byName(session.id);
-      if (!record || record.token !== session.record.token) {
+      // The same secret re-stored as its hash is no change; any other token change is.
+      if (!record || secretFingerprint(record.token) !== secretFingerprint(session.record.token)) {
         session.link.close("node removed from config or its token changed");
       }
     }

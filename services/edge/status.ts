@@ -1,6 +1,7 @@
 /**
  * Builds the resource-first status snapshot: per node, its provider catalog when it defines
- * one, otherwise its adapters, so that no resource appears twice.
+ * one, otherwise its adapters, so that no resource appears twice. A resource whose adapter the
+ * connected node refused (its policy, or settings it cannot read) carries the node's reason.
  * @module
  */
 import type { NodeRecord } from "./config.ts";
@@ -36,7 +37,7 @@ export function buildStatusSnapshot(inputs: StatusInputs): StatusSnapshot {
       connectedAtMs: session?.connectedAtMs ?? 0,
       lastSeenMs: session?.lastSeenMs ?? 0,
       inFlight: session?.inFlight ?? 0,
-      resources: resourcesOf(record, inputs.providerStats),
+      resources: resourcesOf(record, inputs.providerStats, session?.refused ?? {}),
     };
   });
   return {
@@ -48,8 +49,13 @@ export function buildStatusSnapshot(inputs: StatusInputs): StatusSnapshot {
   };
 }
 
-function resourcesOf(record: NodeRecord, stats: ProviderStats | undefined): ResourceStatus[] {
+function resourcesOf(
+  record: NodeRecord,
+  stats: ProviderStats | undefined,
+  refused: Readonly<Record<string, string>>,
+): ResourceStatus[] {
   const kindOf = new Map(record.adapters.map((a) => [a.name, a]));
+  const reason = (adapter: string) => Object.hasOwn(refused, adapter) ? refused[adapter]! : "";
   if (record.providers.length > 0) {
     return record.providers.map((p) => {
       const live = stats?.(p.id) ?? { inFlight: 0, queued: 0 };
@@ -65,6 +71,7 @@ function resourcesOf(record: NodeRecord, stats: ProviderStats | undefined): Reso
         inFlight: live.inFlight,
         queued: live.queued,
         enabled: adapter?.enabled ?? false,
+        refused: reason(p.adapter),
       };
     });
   }
@@ -79,5 +86,6 @@ function resourcesOf(record: NodeRecord, stats: ProviderStats | undefined): Reso
     inFlight: 0,
     queued: 0,
     enabled: a.enabled,
+    refused: reason(a.name),
   }));
 }

@@ -124,3 +124,33 @@ Deno.test("without provider stats the providers report zero load", () => {
   });
   assert.ok(s.nodes[0]!.resources.every((r) => r.inFlight === 0 && r.queued === 0));
 });
+
+Deno.test("a resource whose adapter the connected node refused carries the node's reason", () => {
+  const why =
+    "base_url: host 'gpu:8000' is not allowed on this node (policy.backend_hosts allows none)";
+  const s = buildStatusSnapshot({
+    edgeId: "e1",
+    version: "1.0",
+    startedAtMs: 0,
+    runsInFlight: 0,
+    records: config.nodes,
+    sessions: [
+      session({ adapters: ["mock"], refused: { llm: why } }),
+      session({ id: "plain", alias: "", record: config.nodes[1]!, refused: { mock: "no" } }),
+    ],
+  });
+  const [cat, plain] = s.nodes;
+  assert.deepEqual(cat!.resources.map((r) => [r.id, r.refused]), [
+    ["p-big", why],
+    ["p-small", why],
+    ["p-mock", ""],
+  ]);
+  assert.deepEqual(plain!.resources.map((r) => [r.id, r.refused]), [["mock", "no"], ["cli", ""]]);
+});
+
+Deno.test("before a node reports, or while it is offline, nothing is marked refused", () => {
+  const offline = snapshot().nodes[1]!;
+  assert.ok(offline.resources.every((r) => r.refused === ""));
+  const unreported = snapshot().nodes[0]!;
+  assert.ok(unreported.resources.every((r) => r.refused === ""));
+});

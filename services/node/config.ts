@@ -1,6 +1,7 @@
 /**
- * The Node's own configuration: who it is, where its Edge is, where it keeps history. Its
- * adapters come from the Edge at registration, not from this file.
+ * The Node's own configuration: who it is, where its Edge is, where it keeps history, and its
+ * policy (what the adapters the Edge pushes at registration may use on this host; see
+ * `policy.ts`). The adapters themselves come from the Edge, not from this file.
  * @module
  */
 import {
@@ -10,14 +11,25 @@ import {
   readYamlFile,
 } from "../../shared/config.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
+import { type DialTlsFiles, type LinkSecurity, readDialTls } from "../../shared/wire/tls.ts";
+import { type NodePolicy, readNodePolicy } from "./policy.ts";
 
 /** The validated Node configuration. */
 export interface NodeConfig {
   file: string;
   node: { id: string; token: string };
-  edge: { address: string; maxFrameBytes: number; backoffInitialMs: number; backoffMaxMs: number };
+  edge: {
+    address: string;
+    maxFrameBytes: number;
+    backoffInitialMs: number;
+    backoffMaxMs: number;
+    /** `edge.tls` or `edge.insecure_plaintext`; the Node refuses to start with neither. */
+    security: LinkSecurity<DialTlsFiles>;
+  };
   http: { host: string; port: number };
   history: { path: string };
+  /** What configuration pushed by the Edge may use here; `mock` only without a section. */
+  policy: NodePolicy;
 }
 
 /** Environment variables that override Node config keys. */
@@ -25,6 +37,11 @@ export const NODE_ENV: readonly EnvOverride[] = [
   { env: "IOP_NODE_ID", path: "node.id", type: "string" },
   { env: "IOP_NODE_TOKEN", path: "node.token", type: "string" },
   { env: "IOP_NODE_EDGE_ADDRESS", path: "edge.address", type: "string" },
+  { env: "IOP_NODE_EDGE_TLS_CA", path: "edge.tls.ca", type: "string" },
+  { env: "IOP_NODE_EDGE_TLS_SERVER_NAME", path: "edge.tls.server_name", type: "string" },
+  { env: "IOP_NODE_EDGE_TLS_CERT", path: "edge.tls.cert", type: "string" },
+  { env: "IOP_NODE_EDGE_TLS_KEY", path: "edge.tls.key", type: "string" },
+  { env: "IOP_NODE_EDGE_INSECURE_PLAINTEXT", path: "edge.insecure_plaintext", type: "boolean" },
   { env: "IOP_NODE_HTTP_HOST", path: "http.host", type: "string" },
   { env: "IOP_NODE_HTTP_PORT", path: "http.port", type: "number" },
   { env: "IOP_NODE_HISTORY_PATH", path: "history.path", type: "string" },
@@ -54,11 +71,13 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
       maxFrameBytes: edge.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 }),
       backoffInitialMs: edge.number("backoff_initial_ms", 250, { min: 10 }),
       backoffMaxMs: edge.number("backoff_max_ms", 10_000, { min: 10 }),
+      security: readDialTls(edge),
     },
     http: {
       host: http.nonEmpty("host", "127.0.0.1"),
       port: http.number("port", 9100, { min: 0, max: 65535 }),
     },
     history: { path: history.nonEmpty("path", `.iop/${id}/history.db`) },
+    policy: readNodePolicy(root),
   };
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError } from "../../shared/config.ts";
 import { loadNodeConfig, parseNodeConfig } from "./config.ts";
+import { DEFAULT_NODE_POLICY } from "./policy.ts";
 
 async function withFile(text: string, fn: (path: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "iop_node_config_" });
@@ -22,10 +23,44 @@ Deno.test("a node config with only id and token gets the documented defaults", (
       maxFrameBytes: 4 * 1024 * 1024,
       backoffInitialMs: 250,
       backoffMaxMs: 10_000,
+      // Neither tls nor the opt-out: the node refuses to start (requireLinkSecurity).
+      security: { tls: undefined, insecurePlaintext: false, file: "node.yaml", path: "edge" },
     },
     http: { host: "127.0.0.1", port: 9100 },
     history: { path: ".iop/n1/history.db" },
+    policy: DEFAULT_NODE_POLICY,
   });
+});
+
+Deno.test("edge.tls is read as file paths, and a cert without its key is refused", () => {
+  const config = parseNodeConfig({
+    node: { id: "n1", token: "t" },
+    edge: { tls: { ca: "certs/ca.pem", server_name: "edge-1", cert: "n.pem", key: "n-key.pem" } },
+  }, "node.yaml");
+  assert.deepEqual(config.edge.security.tls, {
+    file: "node.yaml",
+    path: "edge.tls",
+    caFile: "certs/ca.pem",
+    serverName: "edge-1",
+    certFile: "n.pem",
+    keyFile: "n-key.pem",
+  });
+  assert.throws(
+    () =>
+      parseNodeConfig(
+        { node: { id: "n1", token: "t" }, edge: { tls: { ca: "c", cert: "n.pem" } } },
+        "node.yaml",
+      ),
+    /node\.yaml: edge\.tls\.key: cert and key go together/,
+  );
+  assert.throws(
+    () =>
+      parseNodeConfig({
+        node: { id: "n1", token: "t" },
+        edge: { tls: { ca: "c" }, insecure_plaintext: true },
+      }, "node.yaml"),
+    /edge\.insecure_plaintext: cannot be true while tls is set/,
+  );
 });
 
 Deno.test("the shipped deploy/config/node.yaml is valid and matches the shipped edge", async () => {
@@ -36,6 +71,37 @@ Deno.test("the shipped deploy/config/node.yaml is valid and matches the shipped 
   assert.equal(config.node.id, "node-1");
   assert.equal(config.edge.address, "127.0.0.1:7100");
   assert.equal(config.http.port, 9100);
+  // deploy/config/edge.yaml pushes a mock adapter and CLI profiles running `sh` without a cwd.
+  assert.deepEqual(config.policy, {
+    adapterKinds: ["mock", "cli"],
+    cli: { commands: ["sh"], cwd: ["."] },
+    apiKeyEnv: [],
+    backendHosts: [],
+    isDefault: false,
+  });
+});
+
+Deno.test("the policy section is read from node.yaml; a bad one names the file and the key", async () => {
+  await withFile(
+    "node: { id: n1, token: t1 }\npolicy:\n  adapter_kinds: [mock, vllm]\n" +
+      "  backend_hosts: [gpu:8000]\n",
+    async (path) => {
+      const config = await loadNodeConfig(path, () => undefined);
+      assert.deepEqual(config.policy.adapterKinds, ["mock", "vllm"]);
+      assert.deepEqual(config.policy.backendHosts, ["gpu:8000"]);
+    },
+  );
+  await withFile(
+    "node: { id: n1, token: t1 }\npolicy:\n  cli: { commands: sh }\n",
+    async (path) => {
+      const err = await loadNodeConfig(path, () => undefined).catch((e) => e);
+      assert.ok(err instanceof ConfigError);
+      assert.equal(
+        err.message,
+        `${path}: policy.cli.commands: must be a list: current value is 'sh'`,
+      );
+    },
+  );
 });
 
 Deno.test("a missing node id or token is rejected with file and key path", () => {

@@ -8,6 +8,7 @@ import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
 import { startupFailed, startupStep } from "../../shared/startup.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
+import { loadDialTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { createAdapterMetrics } from "./adapters/adapter_metrics.ts";
 import { adapterCatalog } from "./adapters/catalog.ts";
@@ -17,18 +18,32 @@ import { loadNodeConfig } from "./config.ts";
 import { createNodeHttp } from "./http/health.ts";
 import { NodeCore } from "./node.ts";
 import { createRunMetrics } from "./node_metrics.ts";
+import { logNodePolicy } from "./policy.ts";
 import { openRunStore } from "./store/sqlite_store.ts";
 import { startEdgeClient } from "./transport/edge_client.ts";
 
 const logger = createLogger("node");
 const file = configPathFromArgs(Deno.args, "deploy/config/node.yaml");
 let config;
+let edgeTls;
 try {
   config = await loadNodeConfig(file);
+  edgeTls = requireLinkSecurity(config.edge.security);
+  // Read the certificate files once up front so a wrong path stops the start, not each dial.
+  if (edgeTls) await loadDialTls(edgeTls);
 } catch (err) {
   logger.error("cannot start node: invalid config", { err });
   Deno.exit(2);
 }
+if (!edgeTls) {
+  logger.warn(
+    "the link to the edge is plaintext (edge.insecure_plaintext: true): the node token and " +
+      "every run travel unencrypted, and whoever answers at the edge address is obeyed",
+    { edge: config.edge.address },
+  );
+}
+
+logNodePolicy(logger.with({ node_id: config.node.id }), config.policy);
 
 const registry = new Registry();
 const adapterMetrics = createAdapterMetrics(registry);
@@ -55,18 +70,21 @@ const core = new NodeCore({
   store,
   logger: logger.with({ node_id: config.node.id }),
   metrics: createRunMetrics(registry),
+  policy: config.policy,
   buildAdapters: (configs) =>
     buildAdapterRegistry(
       configs,
       adapterCatalog({
         metrics: adapterMetrics,
         cliStateDir: cliGroupsDir,
+        nodeId: config.node.id,
       }),
     ),
 });
 
 const client = startEdgeClient({
   edgeAddress: config.edge.address,
+  tls: edgeTls,
   nodeId: config.node.id,
   token: config.node.token,
   version: IOP_VERSION,

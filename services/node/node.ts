@@ -1,12 +1,14 @@
 /**
- * The Node's application core: builds its adapters from the config the Edge pushes, executes
- * runs through them, turns adapter callbacks into sequence-numbered run events, records every
- * run in the history store, and answers node commands. It knows nothing of the wire.
+ * The Node's application core: builds its adapters from the config the Edge pushes, refusing
+ * those the Node's own policy does not allow (`policy.ts`), executes runs through them, turns
+ * adapter callbacks into sequence-numbered run events, records every run in the history store,
+ * and answers node commands. It knows nothing of the wire.
  * @module
  */
 import { IopError, toIopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { RunEvent, RunInput } from "../../shared/run.ts";
+import { applyNodePolicy, type NodePolicy } from "./policy.ts";
 import type {
   Adapter,
   AdapterConfig,
@@ -35,6 +37,8 @@ export interface NodeCoreOptions {
   nodeId: string;
   store: RunStore;
   buildAdapters: AdapterBuilder;
+  /** What pushed configuration may use on this host; adapters outside it are refused. */
+  policy: NodePolicy;
   logger: Logger;
   clock?: Clock;
   metrics?: RunMetrics;
@@ -75,6 +79,8 @@ export class NodeCore {
   readonly #clock: Clock;
   readonly #running = new Map<string, Running>();
   #adapters: ReturnType<AdapterBuilder>["adapters"] | undefined;
+  /** Why each adapter of the last config was refused, so a run on one says why it cannot. */
+  #refused: Record<string, string> = {};
   #maxConcurrentRuns = 0;
 
   constructor(options: NodeCoreOptions) {
@@ -87,12 +93,22 @@ export class NodeCore {
     return this.#running.size;
   }
 
-  /** Replaces the adapter registry with one built from the Edge's config. */
+  /**
+   * Replaces the adapter registry with one built from the Edge's config; an adapter the
+   * policy refuses is not built, and is reported (and logged) with the reason.
+   */
   applyConfig(configs: AdapterConfig[], maxConcurrentRuns: number): {
     adapters: string[];
     rejected: Record<string, string>;
   } {
-    const built = this.#options.buildAdapters(configs);
+    const { allowed, refused } = applyNodePolicy(this.#options.policy, configs);
+    for (const [adapter, reason] of Object.entries(refused)) {
+      this.#options.logger.warn("adapter refused by node policy", { adapter, reason });
+    }
+    const built = this.#options.buildAdapters(allowed);
+    for (const [adapter, reason] of Object.entries(built.rejected)) {
+      this.#options.logger.warn("adapter rejected", { adapter, reason });
+    }
     const previous = this.#adapters;
     this.#adapters = built.adapters;
     for (const old of previous?.list() ?? []) {
@@ -101,7 +117,8 @@ export class NodeCore {
       );
     }
     this.#maxConcurrentRuns = maxConcurrentRuns;
-    return { adapters: built.adapters.list().map((a) => a.name), rejected: built.rejected };
+    this.#refused = { ...refused, ...built.rejected };
+    return { adapters: built.adapters.list().map((a) => a.name), rejected: { ...this.#refused } };
   }
 
   /** Starts a run; its events, ending with exactly one terminal event, go to `emit`. */
@@ -172,6 +189,13 @@ export class NodeCore {
       throw new IopError("OVERLOADED", `Node is at its limit of ${this.#maxConcurrentRuns} runs`);
     }
     if (!this.#adapters) throw new IopError("UNAVAILABLE", "Node has no configuration yet");
+    if (!this.#adapters.get(input.adapter) && Object.hasOwn(this.#refused, input.adapter)) {
+      throw new IopError(
+        "NOT_FOUND",
+        `Cannot run as this node refused adapter '${input.adapter}': ` +
+          this.#refused[input.adapter],
+      );
+    }
     return resolve(runId, input, this.#adapters);
   }
 

@@ -7,6 +7,7 @@ import { cliAdapterFactory } from "./adapters/cli.ts";
 import { mockAdapterFactory } from "./adapters/mock.ts";
 import { buildAdapterRegistry } from "./adapters/registry.ts";
 import { NodeCore } from "./node.ts";
+import { DEFAULT_NODE_POLICY, type NodePolicy } from "./policy.ts";
 import type { AdapterConfig, MockSettings } from "./ports.ts";
 import { openRunStore, WRITE_BEHIND_MS } from "./store/sqlite_store.ts";
 
@@ -26,8 +27,21 @@ const mock = (settings: Partial<MockSettings> = {}): AdapterConfig => ({
   },
 });
 
+/** What the tests here push: mock adapters, and CLI profiles running `sh` anywhere. */
+const TEST_POLICY: NodePolicy = {
+  adapterKinds: ["mock", "cli", "ollama"],
+  cli: { commands: ["sh"], cwd: ["/"] },
+  apiKeyEnv: [],
+  backendHosts: ["127.0.0.1"],
+  isDefault: false,
+};
+
 /** A NodeCore with the real adapters and a real SQLite file in a temp directory. */
-async function nodeWith(configs: AdapterConfig[], maxConcurrentRuns = 0) {
+async function nodeWith(
+  configs: AdapterConfig[],
+  maxConcurrentRuns = 0,
+  options: { policy?: NodePolicy; logger?: typeof quiet } = {},
+) {
   const dir = await Deno.makeTempDir({ prefix: "iop_node_core_" });
   const path = `${dir}/history.db`;
   const store = openRunStore(path);
@@ -35,10 +49,11 @@ async function nodeWith(configs: AdapterConfig[], maxConcurrentRuns = 0) {
   const core = new NodeCore({
     nodeId: "n1",
     store,
-    logger: quiet,
+    logger: options.logger ?? quiet,
     metrics: createRunMetrics(registry),
     buildAdapters: (c) =>
       buildAdapterRegistry(c, { mock: mockAdapterFactory, cli: cliAdapterFactory }),
+    policy: options.policy ?? TEST_POLICY,
   });
   const applied = core.applyConfig(configs, maxConcurrentRuns);
   return {
@@ -229,6 +244,7 @@ Deno.test("a node that has no config yet fails runs with UNAVAILABLE", () => {
     store,
     logger: quiet,
     buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
+    policy: DEFAULT_NODE_POLICY,
   });
   const events: RunEvent[] = [];
   core.startRun("r1", runInput({ adapter: "mock", target: "x" }), (e) => events.push(e));
@@ -295,7 +311,12 @@ Deno.test("applyConfig reports rejected adapters and capabilities lists the buil
   await using node = await nodeWith([
     mock(),
     { ...mock(), name: "mock" },
-    { name: "x", kind: "ollama", enabled: true } as unknown as AdapterConfig,
+    {
+      name: "x",
+      kind: "ollama",
+      enabled: true,
+      settings: { baseUrl: "http://127.0.0.1:1", apiKeyEnv: "" },
+    } as unknown as AdapterConfig,
   ]);
   assert.deepEqual(node.applied.adapters, []);
   assert.match(node.applied.rejected["mock"] ?? "", /used by 2 enabled adapters/);
@@ -323,4 +344,56 @@ Deno.test("run metrics count finished runs by status and track runs in flight", 
   assert.match(text, /^iop_node_runs_total\{status="completed"\} 1$/m);
   assert.match(text, /^iop_node_run_duration_seconds_count\{status="completed"\} 1$/m);
   assert.equal(await inFlight(), 0);
+});
+
+const cliRunning = (command: string): AdapterConfig => ({
+  name: "cli",
+  kind: "cli",
+  enabled: true,
+  settings: {
+    profiles: [{
+      name: "x",
+      command,
+      args: ["-c", "echo hi"],
+      resumeArgs: [],
+      env: {},
+      cwd: "",
+      timeoutMs: 0,
+      description: "",
+    }],
+  },
+});
+
+Deno.test("an adapter outside the node policy is refused and logged; a run on it says why while the others keep serving", async () => {
+  const lines: string[] = [];
+  const logger = createLogger("test", { level: "warn", writer: (line) => lines.push(line) });
+  await using node = await nodeWith([mock(), cliRunning("bash")], 0, { logger });
+  const reason =
+    "profiles[0].command: 'bash' is not allowed on this node (policy.cli.commands allows: sh)";
+  assert.deepEqual(node.applied, { adapters: ["mock"], rejected: { cli: reason } });
+  const logged = lines.map((l) => JSON.parse(l)).filter((l) =>
+    l.msg === "adapter refused by node policy"
+  );
+  assert.deepEqual(logged.map((l) => [l.level, l.adapter, l.reason]), [["warn", "cli", reason]]);
+
+  const refused = await node.run("r1", runInput({ adapter: "cli", target: "x" })).done;
+  assertWellFormed(refused, "r1");
+  const failed = refused[0]!;
+  assert.ok(failed.type === "failed");
+  assert.equal(failed.code, "NOT_FOUND");
+  assert.equal(failed.message, `Cannot run as this node refused adapter 'cli': ${reason}`);
+  const served = await node.run("r2", runInput({ adapter: "mock", target: "x" })).done;
+  assert.equal(served.at(-1)!.type, "completed");
+});
+
+Deno.test("a node without a policy section builds mock adapters only and says where to allow more", async () => {
+  await using node = await nodeWith([mock(), cliRunning("sh")], 0, {
+    policy: DEFAULT_NODE_POLICY,
+  });
+  assert.deepEqual(node.applied.adapters, ["mock"]);
+  assert.equal(
+    node.applied.rejected["cli"],
+    "kind: 'cli' is not allowed on this node " +
+      "(policy.adapter_kinds allows: mock; node.yaml has no policy section)",
+  );
 });

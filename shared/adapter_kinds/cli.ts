@@ -1,7 +1,8 @@
 /**
  * The `cli` adapter kind: CLI profiles a Node may run, each a run target. Keys per profile:
- * `name` and `command` (required), `args` (a template; `{prompt}` and `{session}` are replaced
- * per run), `resume_args` (used instead when a run continues a session), `env`, `cwd`,
+ * `name` and `command` (required), `args` (a template; `{prompt}`, `{session}` and `{node_id}`
+ * are replaced per run), `resume_args` (used instead when a run continues a session), `env` (the
+ * only variables the process gets besides PATH, HOME, LANG, LC_ALL, TZ and TERM), `cwd`,
  * `timeout_ms` (0 = none), `description`. Profile names are unique per adapter.
  * @module
  */

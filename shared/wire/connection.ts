@@ -1,5 +1,5 @@
 /**
- * A framed, typed, full-duplex connection over a Deno TCP (or TLS) stream.
+ * A framed, typed, full-duplex connection over a {@linkcode ByteLink} (plain TCP or TLS).
  *
  * Writes are serialised and coalesced: frames sent while a write is in flight go out together
  * in the next write, and each `send` resolves once its bytes were handed to the socket, so a
@@ -15,13 +15,16 @@ import {
   varintSize,
   writeVarint,
 } from "./frame.ts";
+import type { ByteLink } from "./link.ts";
 
 /** Counters a connection reports to; see `wire_metrics.ts`. Absent means not counted. */
 export interface WireMetrics {
   frame(direction: "in" | "out"): void;
   bytes(direction: "in" | "out", count: number): void;
   /** A connection was closed because of what its peer sent. */
-  rejected(reason: "oversize" | "malformed" | "truncated" | "protocol" | "heartbeat"): void;
+  rejected(
+    reason: "oversize" | "malformed" | "truncated" | "protocol" | "heartbeat" | "handshake",
+  ): void;
 }
 
 /** Options of {@linkcode FrameConnection}. */
@@ -42,22 +45,26 @@ interface Batch {
 
 /** A connection that reads `In` messages and writes `Out` messages as frames. */
 export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
-  readonly #conn: Deno.Conn;
+  readonly #conn: ByteLink;
   readonly #options: FrameConnectionOptions<In, Out>;
   readonly #closed = Promise.withResolvers<string>();
   #next: Batch | undefined;
   #writing = false;
   #closeReason: string | undefined;
 
-  constructor(conn: Deno.Conn, options: FrameConnectionOptions<In, Out>) {
+  constructor(conn: ByteLink, options: FrameConnectionOptions<In, Out>) {
     this.#conn = conn;
     this.#options = options;
   }
 
   /** The peer's address, as `host:port`. */
   get remote(): string {
-    const addr = this.#conn.remoteAddr;
-    return addr.transport === "tcp" ? `${addr.hostname}:${addr.port}` : addr.transport;
+    return this.#conn.remote;
+  }
+
+  /** The link underneath: encryption and the identities the peer's certificate proved. */
+  get link(): ByteLink {
+    return this.#conn;
   }
 
   /** Resolves with the close reason once the connection is closed by either side. */
@@ -109,7 +116,7 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
         const batch = this.#next;
         this.#next = undefined;
         try {
-          await writeAll(this.#conn, frames(batch));
+          await this.#conn.write(frames(batch));
           batch.done.resolve();
         } catch (err) {
           const error = new IopError("UNAVAILABLE", "Cannot send as the connection broke", {
@@ -172,11 +179,7 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
       batch.done.reject(new IopError("UNAVAILABLE", `Connection closed: ${reason}`));
       batch.done.promise.catch(() => {});
     }
-    try {
-      this.#conn.close();
-    } catch {
-      // Already closed by the runtime.
-    }
+    this.#conn.close();
     this.#closed.resolve(reason);
   }
 }
@@ -191,11 +194,6 @@ function frames(batch: Batch): Uint8Array {
     offset += body.byteLength;
   }
   return out;
-}
-
-async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
-  let offset = 0;
-  while (offset < data.byteLength) offset += await conn.write(data.subarray(offset));
 }
 
 /** Bytes read per socket read; the decoder copies what it keeps, so one buffer serves a link. */

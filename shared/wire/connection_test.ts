@@ -4,6 +4,7 @@ import { type NodeEnvelope, NodeEnvelopeSchema } from "../../proto/gen/iop/v1/no
 import { IopError } from "../errors.ts";
 import { FrameConnection, type WireMetrics } from "./connection.ts";
 import { FrameError } from "./frame.ts";
+import { plainLink } from "./link.ts";
 
 type Conn = FrameConnection<typeof NodeEnvelopeSchema, typeof NodeEnvelopeSchema>;
 
@@ -36,7 +37,7 @@ async function pair(options: { maxFrameBytes?: number; metrics?: WireMetrics } =
   const server = await accepted;
   listener.close();
   const wrap = (c: Deno.Conn): Conn =>
-    new FrameConnection(c, {
+    new FrameConnection(plainLink(c), {
       inSchema: NodeEnvelopeSchema,
       outSchema: NodeEnvelopeSchema,
       ...options,

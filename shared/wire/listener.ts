@@ -1,9 +1,15 @@
 /**
- * A TCP accept loop that hands each connection to a handler and never dies from one peer: a
- * handler that throws is logged and its connection closed, and the loop goes on.
+ * A TCP (or TLS) accept loop that hands each connection to a handler and never dies from one
+ * peer: a handler that throws is logged and its connection closed, a peer that fails the TLS
+ * handshake (plaintext, wrong CA, no client certificate) is logged and dropped, and the loop
+ * goes on.
  * @module
  */
+import tls from "node:tls";
+import type { Socket } from "node:net";
 import type { Logger } from "../log.ts";
+import { type ByteLink, plainLink, tlsLink } from "./link.ts";
+import type { ListenTls } from "./tls.ts";
 
 /** Options of {@linkcode listenFrames}. */
 export interface ListenOptions {
@@ -11,8 +17,12 @@ export interface ListenOptions {
   /** 0 picks a free port; read it back from `port`. */
   port: number;
   /** Serves one connection until it ends. */
-  handle: (conn: Deno.Conn) => Promise<void>;
+  handle: (link: ByteLink) => Promise<void>;
   logger: Logger;
+  /** Absent: plain TCP. */
+  tls?: ListenTls;
+  /** Counts peers dropped for failing the TLS handshake. */
+  onHandshakeFailed?: () => void;
 }
 
 /** A running listener. */
@@ -23,8 +33,23 @@ export interface Listener extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-/** Starts accepting TCP connections. */
-export function listenFrames(options: ListenOptions): Listener {
+/** Starts accepting connections; resolves once the port is bound. */
+export function listenFrames(options: ListenOptions): Promise<Listener> {
+  return options.tls ? listenTls(options, options.tls) : Promise.resolve(listenPlain(options));
+}
+
+/** Serves one link and closes it, whatever the handler does. */
+async function serveLink(options: ListenOptions, link: ByteLink): Promise<void> {
+  try {
+    await options.handle(link);
+  } catch (err) {
+    options.logger.warn("connection handler failed", { err, remote: link.remote });
+  } finally {
+    link.close();
+  }
+}
+
+function listenPlain(options: ListenOptions): Listener {
   const listener: Deno.Listener = Deno.listen({
     hostname: options.hostname,
     port: options.port,
@@ -34,21 +59,11 @@ export function listenFrames(options: ListenOptions): Listener {
   let closing = false;
 
   const serve = async (conn: Deno.Conn) => {
-    try {
-      const tcp = conn as Partial<Deno.TcpConn>;
-      tcp.setNoDelay?.(true);
-      tcp.setKeepAlive?.(true);
-      await options.handle(conn);
-    } catch (err) {
-      options.logger.warn("connection handler failed", { err, remote: remoteOf(conn) });
-    } finally {
-      open.delete(conn);
-      try {
-        conn.close();
-      } catch {
-        // Closed already.
-      }
-    }
+    const tcp = conn as Partial<Deno.TcpConn>;
+    tcp.setNoDelay?.(true);
+    tcp.setKeepAlive?.(true);
+    await serveLink(options, plainLink(conn));
+    open.delete(conn);
   };
 
   const acceptLoop = (async () => {
@@ -86,7 +101,55 @@ export function listenFrames(options: ListenOptions): Listener {
   return { hostname: addr.hostname, port: addr.port, close, [Symbol.asyncDispose]: close };
 }
 
-function remoteOf(conn: Deno.Conn): string {
-  const addr = conn.remoteAddr;
-  return addr.transport === "tcp" ? `${addr.hostname}:${addr.port}` : addr.transport;
+async function listenTls(options: ListenOptions, settings: ListenTls): Promise<Listener> {
+  const server = tls.createServer({
+    cert: settings.cert,
+    key: settings.key,
+    ...(settings.clientCa ? { ca: settings.clientCa, requestCert: true } : {}),
+    rejectUnauthorized: true,
+    // A peer that connects and says nothing must not hold a socket for long.
+    handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+  });
+  const sockets = new Set<Socket>();
+  const handlers = new Set<Promise<void>>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  server.on("secureConnection", (socket: tls.TLSSocket) => {
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true);
+    const handler = serveLink(options, tlsLink(socket));
+    handlers.add(handler);
+    void handler.finally(() => handlers.delete(handler));
+  });
+  server.on("tlsClientError", (err: Error, socket: tls.TLSSocket) => {
+    options.onHandshakeFailed?.();
+    options.logger.warn("peer failed the TLS handshake", {
+      remote: `${socket.remoteAddress}:${socket.remotePort}`,
+      reason: err.message,
+    });
+    socket.destroy();
+  });
+  server.on("error", (err: Error) => options.logger.warn("listener error", { err }));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.hostname, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const addr = server.address() as { address: string; port: number };
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    closing ??= (async () => {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await stopped;
+      await Promise.allSettled([...handlers]);
+    })();
+  return { hostname: addr.address, port: addr.port, close, [Symbol.asyncDispose]: close };
 }
+
+/** How long a peer has to complete the TLS handshake. */
+const HANDSHAKE_TIMEOUT_MS = 10_000;

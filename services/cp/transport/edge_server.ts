@@ -14,10 +14,12 @@ import {
 } from "../../../proto/gen/iop/v1/control_pb.ts";
 import { IopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
+import { hashSecret, secretMatches } from "../../../shared/secrets.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { FrameError } from "../../../shared/wire/frame.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
+import { identityRefusal, type ListenTls } from "../../../shared/wire/tls.ts";
 import { PendingRequests } from "../../../shared/wire/pending.ts";
 import type { CommandCenter } from "../commands.ts";
 import type { CpConfig } from "../config.ts";
@@ -25,6 +27,9 @@ import type { EdgeLinkPort, EdgeRegistry } from "../registry.ts";
 
 /** Control Plane wire protocol version this Control Plane speaks. */
 export const CP_PROTOCOL_VERSION = 1;
+
+/** Compared against when an unknown edge id claims to attach, so that it costs the same time. */
+const NO_EDGE_CREDENTIAL = hashSecret(crypto.randomUUID());
 
 /** Quiet time after a relayed event before the edge is asked for fresh status. */
 const STATUS_REFRESH_DEBOUNCE_MS = 150;
@@ -37,18 +42,24 @@ export interface EdgeServerOptions {
   registry: EdgeRegistry;
   commands: CommandCenter;
   logger: Logger;
+  /** Absent: plain TCP. With `clientCa`, edges must show a certificate naming their id. */
+  tls?: ListenTls;
   wireMetrics?: WireMetrics;
   /** Counts hellos by verdict. */
   onHello?: (verdict: "accepted" | "refused") => void;
 }
 
-/** Starts accepting Edge connections. */
-export function startEdgeServer(options: EdgeServerOptions): Listener {
+/** Starts accepting Edge connections; resolves once the port is bound. */
+export function startEdgeServer(options: EdgeServerOptions): Promise<Listener> {
   const wire = options.config.wire;
   return listenFrames({
     hostname: wire.host,
     port: wire.port,
     logger: options.logger,
+    ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.wireMetrics
+      ? { onHandshakeFailed: () => options.wireMetrics?.rejected("handshake") }
+      : {}),
     handle: async (raw) => {
       const conn: Conn = new FrameConnection(raw, {
         inSchema: EdgeEnvelopeSchema,
@@ -79,7 +90,11 @@ async function serveEdge(conn: Conn, options: EdgeServerOptions): Promise<void> 
     return;
   }
   const hello = first.value.msg.value;
-  const verdict = checkHello(hello, config);
+  // With client certificates required, an edge may attach only under the id its certificate
+  // names, whatever credential it holds.
+  const verdict =
+    identityRefusal(conn.link, options.tls?.clientCa !== undefined, "edge", hello.edgeId) ??
+      checkHello(hello, config);
   if (verdict) {
     await conn.send(create(EdgeEnvelopeSchema, {
       msg: { case: "helloAck", value: { accepted: false, reason: verdict } },
@@ -163,13 +178,20 @@ async function serveEdge(conn: Conn, options: EdgeServerOptions): Promise<void> 
   }
 }
 
+/**
+ * Refuses a hello unless its credential is the one `wire.edges` gives the edge id it claims.
+ * The check runs before the registry sees the edge, so a refused claim never displaces an edge
+ * attached under that id; a valid one (a legitimate reconnect) replaces the older link. The
+ * reason names the claimed id, never the credential, and is the same for an unknown id.
+ */
 function checkHello(hello: EdgeHello, config: CpConfig): string | undefined {
   if (hello.protocolVersion !== CP_PROTOCOL_VERSION) {
     return `unsupported protocol version ${hello.protocolVersion} (control plane speaks ${CP_PROTOCOL_VERSION})`;
   }
   if (hello.edgeId.trim() === "") return "empty edge id";
-  const accepted = config.wire.edgeCredentials;
-  if (accepted.length > 0 && !accepted.includes(hello.credential)) return "unknown edge credential";
+  const grant = config.wire.edges.find((e) => e.id === hello.edgeId);
+  const matches = secretMatches(hello.credential, grant?.credential ?? NO_EDGE_CREDENTIAL);
+  if (!grant || !matches) return `credential is not valid for edge id '${hello.edgeId}'`;
   return undefined;
 }
 

@@ -2,7 +2,7 @@
  * Plain-text tables for the ops console.
  * @module
  */
-import type { RunRecordView, StatusSnapshot } from "../ports.ts";
+import type { ResourceStatus, RunRecordView, StatusSnapshot } from "../ports.ts";
 
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
@@ -33,7 +33,13 @@ export function formatNodes(status: StatusSnapshot): string {
   );
 }
 
-/** The `/status` view: the snapshot, resource-first. */
+/** A resource's state: refused by its node (see the notes under the table), disabled, or ok. */
+function resourceState(r: ResourceStatus): string {
+  if (r.refused !== "") return "refused";
+  return r.enabled ? "ok" : "disabled";
+}
+
+/** The `/status` view: the snapshot, resource-first, then why each refused resource is. */
 export function formatStatus(status: StatusSnapshot): string {
   const head =
     `edge ${status.edgeId} v${status.version}, up since ${
@@ -51,12 +57,20 @@ export function formatStatus(status: StatusSnapshot): string {
       r.modelGroup || "-",
       r.kind === "provider" ? `${r.inFlight}/${r.maxConcurrency}` : "-",
       r.kind === "provider" ? String(r.queued) : "-",
+      resourceState(r),
     ])
   );
-  return head + table(
-    ["NODE", "LINK", "KIND", "RESOURCE", "ADAPTER", "TARGET", "MODEL", "BUSY", "QUEUED"],
-    rows,
+  const refusals = status.nodes.flatMap((n) =>
+    n.resources.filter((r) => r.refused !== "").map((r) =>
+      `refused on ${n.id}: ${r.kind} ${r.id}` +
+      (r.kind === "provider" ? ` (adapter ${r.adapter})` : "") +
+      `: ${r.refused.replace(/\s+/g, " ")}\n`
+    )
   );
+  return head + table(
+    ["NODE", "LINK", "KIND", "RESOURCE", "ADAPTER", "TARGET", "MODEL", "BUSY", "QUEUED", "STATE"],
+    rows,
+  ) + refusals.join("");
 }
 
 /** The `/history` table. */

@@ -1,7 +1,9 @@
 /**
  * Converts the Edge's own status, events and agent views into the Control Plane contract.
  * Only summaries cross: a node's token, address and host, and the Edge's configuration, are
- * never copied into these messages.
+ * never copied into these messages. A node's reasons for refusing adapters do cross: they
+ * quote the pushed value they refuse (a command, a backend host:port, a variable name), never
+ * a key or token.
  * @module
  */
 import { create } from "@bufbuild/protobuf";
@@ -49,7 +51,9 @@ export function toStatusResponse(
         maxConcurrency: r.maxConcurrency,
         inFlight: r.inFlight,
         queued: r.queued,
-        enabled: r.enabled,
+        // The contract has no refusal field: a resource its node refused is not enabled there,
+        // and the reason reaches the Control Plane in the node's adapters_applied event.
+        enabled: r.enabled && r.refused === "",
       })),
     })),
     agents: agents.map((a) => ({
@@ -79,12 +83,8 @@ export function toRelayedEvent(event: EdgeEvent): RelayedEvent | undefined {
       return node(event.nodeId, "registered", `version ${event.version}`);
     case "node_disconnected":
       return node(event.nodeId, "disconnected", event.reason);
-    case "node_config_applied": {
-      const rejected = Object.keys(event.rejected);
-      const detail = event.adapters.join(", ") +
-        (rejected.length > 0 ? ` (rejected: ${rejected.join(", ")})` : "");
-      return node(event.nodeId, "adapters_applied", detail);
-    }
+    case "node_config_applied":
+      return node(event.nodeId, "adapters_applied", appliedDetail(event.adapters, event.rejected));
     case "adapter_health":
       return node(
         event.nodeId,
@@ -129,6 +129,13 @@ export function toRelayedEvent(event: EdgeEvent): RelayedEvent | undefined {
     case "node_refused":
       return undefined;
   }
+}
+
+/** `mock, cli; refused ollama: <why>; refused x: <why>`: what a node built and refused, why. */
+function appliedDetail(adapters: readonly string[], rejected: Record<string, string>): string {
+  const built = adapters.length > 0 ? adapters.join(", ") : "no adapters";
+  const refused = Object.entries(rejected).map(([name, why]) => `refused ${name}: ${why}`);
+  return [built, ...refused].join("; ");
 }
 
 /** Converts an agent state change into a relayed event. */

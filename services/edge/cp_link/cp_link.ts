@@ -13,7 +13,7 @@ import {
   type EdgeEnvelope,
   EdgeEnvelopeSchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
-import { IopError, unhandled } from "../../../shared/errors.ts";
+import { unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
@@ -22,6 +22,8 @@ import type { EdgeService } from "../service.ts";
 import { agentRelayedEvent, toRelayedEvent, toStatusResponse } from "./codec.ts";
 import { executeCommand } from "./commands.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
+import { dialLink } from "../../../shared/wire/link.ts";
+import { loadDialTls, requireLinkSecurity } from "../../../shared/wire/tls.ts";
 
 /** Control Plane wire protocol version this Edge speaks. */
 export const CP_PROTOCOL_VERSION = 1;
@@ -80,10 +82,13 @@ export function startCpLink(options: CpLinkOptions): CpLink {
       const address = service.config.controlPlane.address;
       if (address !== "") {
         try {
-          const [hostname, port] = splitAddress(address);
-          const raw = await Deno.connect({ hostname, port });
-          raw.setNoDelay(true);
-          const conn: Conn = new FrameConnection(raw, {
+          // Certificate files are read per dial, so renewed ones are used from the next link on.
+          const tls = requireLinkSecurity(service.config.controlPlane.security);
+          const link = await dialLink({
+            address,
+            ...(tls ? { tls: await loadDialTls(tls) } : {}),
+          });
+          const conn: Conn = new FrameConnection(link, {
             inSchema: EdgeEnvelopeSchema,
             outSchema: EdgeEnvelopeSchema,
             maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
@@ -137,18 +142,6 @@ export function startCpLink(options: CpLinkOptions): CpLink {
       await loop;
     },
   };
-}
-
-function splitAddress(address: string): [string, number] {
-  const i = address.lastIndexOf(":");
-  const port = Number(address.slice(i + 1));
-  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) {
-    throw new IopError(
-      "INVALID_ARGUMENT",
-      `Cannot parse control plane address '${address}' as host:port`,
-    );
-  }
-  return [address.slice(0, i).replace(/^\[|\]$/g, ""), port];
 }
 
 async function session(

@@ -12,10 +12,10 @@ import { startCpLink } from "./cp_link.ts";
 const logger = createLogger("test", { writer: () => {} });
 
 /** A scripted Control Plane: accepts (or refuses) hellos and records every frame it gets. */
-function fakeCp(accept = true) {
+async function fakeCp(accept = true) {
   const received: EdgeEnvelope[] = [];
   const conns: FrameConnection<typeof EdgeEnvelopeSchema, typeof EdgeEnvelopeSchema>[] = [];
-  const listener = listenFrames({
+  const listener = await listenFrames({
     hostname: "127.0.0.1",
     port: 0,
     logger,
@@ -53,7 +53,13 @@ function fakeCp(accept = true) {
 function config(address: string): EdgeConfig {
   return parseEdgeConfig({
     edge: { id: "edge-t", labels: { site: "lab" } },
-    control_plane: { address, credential: "cred-1", reconnect_max_ms: 200 },
+    // Plain TCP: the link's protocol is under test here (tests/trusted_links_test.ts has TLS).
+    control_plane: {
+      address,
+      credential: "cred-1",
+      reconnect_max_ms: 200,
+      insecure_plaintext: true,
+    },
   }, "edge.yaml");
 }
 
@@ -67,7 +73,7 @@ async function until<T>(check: () => T | undefined): Promise<T> {
 }
 
 Deno.test("the link says hello with id, credential, version and capabilities, and answers status with the same correlation id", async () => {
-  const cp = fakeCp();
+  const cp = await fakeCp();
   const service = new EdgeService({ config: config(cp.address), logger, version: "9.9" });
   const link = startCpLink({ service, agents: new DomainAgents(service), version: "9.9", logger });
   try {
@@ -94,8 +100,8 @@ Deno.test("the link says hello with id, credential, version and capabilities, an
 });
 
 Deno.test("a config reload that changes the address re-points the link to the new Control Plane", async () => {
-  const first = fakeCp();
-  const second = fakeCp();
+  const first = await fakeCp();
+  const second = await fakeCp();
   let next = config(first.address);
   const service = new EdgeService({
     config: next,
@@ -118,7 +124,7 @@ Deno.test("a config reload that changes the address re-points the link to the ne
 });
 
 Deno.test("a refused hello leaves the link detached and it keeps retrying", async () => {
-  const cp = fakeCp(false);
+  const cp = await fakeCp(false);
   const service = new EdgeService({ config: config(cp.address), logger, version: "1" });
   const link = startCpLink({ service, agents: new DomainAgents(service), version: "1", logger });
   try {

@@ -1,40 +1,60 @@
 /**
  * Pre-registered node records, loaded once per config snapshot and never changed afterwards;
- * a reload builds a new store. Looks records up by token (registration) and by id or alias.
+ * a reload builds a new store. Checks a registering node's id and token, and looks records up by
+ * id or alias. A record's token is plain or `sha256:<hex>`; two records may not stand for the
+ * same secret, however each stores it.
  * @module
  */
+import { secretFingerprint, secretMatches, storedSecretProblem } from "../../../shared/secrets.ts";
 import type { NodeRecord } from "../config.ts";
+
+/** What {@linkcode NodeStore.authenticate} found for a registering node's claim. */
+export type NodeAuthentication =
+  | { ok: true; record: NodeRecord }
+  | { ok: false; problem: "unknown_node" | "wrong_token" };
 
 /** An immutable set of node records with unique ids, aliases and tokens. */
 export class NodeStore {
-  readonly #byToken = new Map<string, NodeRecord>();
+  readonly #byId = new Map<string, NodeRecord>();
   readonly #byName = new Map<string, NodeRecord>();
   readonly #records: readonly NodeRecord[];
 
-  /** Throws TypeError on an empty or duplicate id, alias or token. */
+  /** Throws TypeError on an empty or duplicate id, alias or token, or a malformed hash. */
   constructor(records: readonly NodeRecord[]) {
+    const fingerprints = new Set<string>();
     for (const r of records) {
       if (!r.id.trim()) throw new TypeError("Cannot load node record as its id is empty");
       if (!r.token.trim()) {
         throw new TypeError(`Cannot load node '${r.id}' as its token is empty`);
       }
-      if (this.#byToken.has(r.token)) {
+      const problem = storedSecretProblem(r.token);
+      if (problem) throw new TypeError(`Cannot load node '${r.id}' as its token ${problem}`);
+      const fingerprint = secretFingerprint(r.token);
+      if (fingerprints.has(fingerprint)) {
         throw new TypeError(`Cannot load node '${r.id}' as its token is already used`);
       }
+      fingerprints.add(fingerprint);
       for (const name of new Set([r.id, r.alias].filter((n) => n !== ""))) {
         if (this.#byName.has(name)) {
           throw new TypeError(`Cannot load node '${r.id}' as the name '${name}' is already used`);
         }
         this.#byName.set(name, r);
       }
-      this.#byToken.set(r.token, r);
+      this.#byId.set(r.id, r);
     }
     this.#records = Object.freeze([...records]);
   }
 
-  /** The record a registering node's token belongs to. */
-  byToken(token: string): NodeRecord | undefined {
-    return token ? this.#byToken.get(token) : undefined;
+  /**
+   * Checks a registering node's claim: the record of the id it claims (never an alias), when the
+   * token it presents is that record's (compared in constant time; an empty one never matches).
+   */
+  authenticate(nodeId: string, token: string): NodeAuthentication {
+    const record = this.#byId.get(nodeId);
+    if (!record) return { ok: false, problem: "unknown_node" };
+    return secretMatches(token, record.token)
+      ? { ok: true, record }
+      : { ok: false, problem: "wrong_token" };
   }
 
   /** The record with this id or alias. */

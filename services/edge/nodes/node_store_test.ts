@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { hashSecret } from "../../../shared/secrets.ts";
 import type { NodeRecord } from "../config.ts";
 import { NodeStore } from "./node_store.ts";
 
@@ -14,19 +15,33 @@ function record(id: string, extra: Partial<NodeRecord> = {}): NodeRecord {
   };
 }
 
-Deno.test("a record is found by its token, its id and its alias", () => {
+Deno.test("a record is found by its id and its alias", () => {
   const a = record("a", { alias: "gpu" });
   const store = new NodeStore([a, record("b")]);
-  assert.equal(store.byToken("a-token"), a);
   assert.equal(store.byName("a"), a);
   assert.equal(store.byName("gpu"), a);
-  assert.equal(store.byToken("nope"), undefined);
   assert.equal(store.byName("nope"), undefined);
 });
 
-Deno.test("an empty token never matches, even a record with an empty token", () => {
-  const store = new NodeStore([record("a")]);
-  assert.equal(store.byToken(""), undefined);
+Deno.test("authenticate() accepts a node presenting its own id and token", () => {
+  const a = record("a");
+  const store = new NodeStore([a, record("b")]);
+  assert.deepEqual(store.authenticate("a", "a-token"), { ok: true, record: a });
+});
+
+Deno.test("authenticate() accepts the plain token of a record that stores its sha256: hash", () => {
+  const a = record("a", { token: hashSecret("plain-a") });
+  const store = new NodeStore([a]);
+  assert.deepEqual(store.authenticate("a", "plain-a"), { ok: true, record: a });
+  assert.deepEqual(store.authenticate("a", a.token), { ok: false, problem: "wrong_token" });
+});
+
+Deno.test("authenticate() refuses another node's token, an empty one and an unknown id", () => {
+  const store = new NodeStore([record("a", { alias: "gpu" }), record("b")]);
+  assert.deepEqual(store.authenticate("a", "b-token"), { ok: false, problem: "wrong_token" });
+  assert.deepEqual(store.authenticate("a", ""), { ok: false, problem: "wrong_token" });
+  assert.deepEqual(store.authenticate("x", "a-token"), { ok: false, problem: "unknown_node" });
+  assert.deepEqual(store.authenticate("gpu", "a-token"), { ok: false, problem: "unknown_node" });
 });
 
 Deno.test("an empty id is refused at load", () => {
@@ -47,6 +62,28 @@ Deno.test("a duplicate token is refused at load", () => {
   assert.throws(
     () => new NodeStore([record("a", { token: "t" }), record("b", { token: "t" })]),
     { name: "TypeError", message: "Cannot load node 'b' as its token is already used" },
+  );
+});
+
+Deno.test("a plain token whose hash another node stores is a duplicate", () => {
+  assert.throws(
+    () => new NodeStore([record("a", { token: hashSecret("t") }), record("b", { token: "t" })]),
+    { name: "TypeError", message: "Cannot load node 'b' as its token is already used" },
+  );
+  assert.throws(
+    () => new NodeStore([record("a", { token: "t" }), record("b", { token: hashSecret("t") })]),
+    { name: "TypeError", message: "Cannot load node 'b' as its token is already used" },
+  );
+});
+
+Deno.test("a malformed sha256: token is refused at load without repeating it", () => {
+  assert.throws(
+    () => new NodeStore([record("a", { token: "sha256:0123" })]),
+    {
+      name: "TypeError",
+      message: "Cannot load node 'a' as its token must be 'sha256:' followed by 64 hex digits " +
+        "(see 'deno task hash-secret'): current value has 4 characters after 'sha256:'",
+    },
   );
 });
 

@@ -20,6 +20,11 @@ export interface NodeSession {
   draining: boolean;
   /** Adapters the node built from its config (from its config_applied report). */
   adapters: string[];
+  /**
+   * Why the node refused each adapter it did not build, by adapter name (its policy, or
+   * settings it cannot read); absent until the node reports its config applied.
+   */
+  refused?: Readonly<Record<string, string>>;
 }
 
 /** Connected nodes by id and alias. */

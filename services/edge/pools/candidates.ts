@@ -46,7 +46,8 @@ export function providersOf(
 export function adapterUsable(provider: ProviderRecord, session: NodeSession): boolean {
   const named = session.record.adapters.filter((a) => a.name === provider.adapter);
   if (named.length !== 1 || !named[0]!.enabled) return false;
-  return session.adapters.length === 0 || session.adapters.includes(provider.adapter);
+  // `refused` is set with the node's config_applied report: from then on only what it built.
+  return session.refused === undefined || session.adapters.includes(provider.adapter);
 }
 
 /** The connected, usable providers of `group`, skipping nodes in `excludeNodes`. */

@@ -249,7 +249,7 @@ Deno.test(
 // --- eligibility --------------------------------------------------------------------------------
 
 Deno.test(
-  "providers with a missing, disabled or ambiguous adapter on their node are skipped",
+  "providers with a missing, disabled, ambiguous or unbuilt adapter on their node are skipped",
   strict,
   async () => {
     const config = fleetConfig([
@@ -269,7 +269,7 @@ Deno.test(
       fleet.session({ ...missing!, adapters: [] }),
       fleet.session({ ...disabled!, adapters: [{ ...mock, enabled: false }] }),
       fleet.session({ ...ambiguous!, adapters: [mock, { ...mock }] }),
-      fleet.session(unbuilt!, { adapters: ["something-else"] }),
+      fleet.session(unbuilt!, { adapters: ["something-else"], refused: {} }),
     );
     await fleet.pools.submit("demo", sub("r0"));
     const queued = track(fleet.pools.submit("demo", sub("r1")));
@@ -283,6 +283,28 @@ Deno.test(
 
     fleet.sessions.pop();
     await assert.rejects(fleet.pools.submit("demo", sub("r2")), { code: "UNAVAILABLE" });
+  },
+);
+
+Deno.test(
+  "a node that reported building nothing (its policy refused every adapter) gets no runs",
+  strict,
+  async () => {
+    const config = fleetConfig([
+      { id: "refusing", providers: [{ id: "p-refusing", max: 4 }] },
+      { id: "good", providers: [{ id: "p-good", max: 4 }] },
+    ]);
+    const fleet = new Fleet(config);
+    fleet.sessions.splice(
+      0,
+      1,
+      fleet.session(config.nodes[0]!, {
+        adapters: [],
+        refused: { mock: "kind 'mock' is not allowed on this node" },
+      }),
+    );
+    for (let i = 0; i < 3; i++) await fleet.pools.submit("demo", sub(`r${i}`));
+    assert.deepEqual(fleet.nodes, ["good", "good", "good"]);
   },
 );
 

@@ -20,6 +20,7 @@ import { FrameConnection, type WireMetrics } from "../../../shared/wire/connecti
 import { FrameError } from "../../../shared/wire/frame.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
+import { identityRefusal, type ListenTls } from "../../../shared/wire/tls.ts";
 import { PendingRequests } from "../../../shared/wire/pending.ts";
 import type { EdgeMetrics } from "../edge_metrics.ts";
 import { buildNodeConfigPayload } from "../nodes/mapper.ts";
@@ -38,17 +39,23 @@ export interface NodeServerOptions {
   port: number;
   service: EdgeService;
   logger: Logger;
+  /** Absent: plain TCP. With `clientCa`, nodes must show a certificate naming their id. */
+  tls?: ListenTls;
   wireMetrics?: WireMetrics;
   metrics?: EdgeMetrics;
 }
 
-/** Starts accepting Node connections. */
-export function startNodeServer(options: NodeServerOptions): Listener {
+/** Starts accepting Node connections; resolves once the port is bound. */
+export function startNodeServer(options: NodeServerOptions): Promise<Listener> {
   const { service, logger } = options;
   return listenFrames({
     hostname: options.hostname,
     port: options.port,
     logger,
+    ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.wireMetrics
+      ? { onHandshakeFailed: () => options.wireMetrics?.rejected("handshake") }
+      : {}),
     handle: async (raw) => {
       const wire = service.config.wire;
       const conn: Conn = new FrameConnection(raw, {
@@ -64,6 +71,9 @@ export function startNodeServer(options: NodeServerOptions): Listener {
 
 async function serveNode(conn: Conn, options: NodeServerOptions): Promise<void> {
   const { service, logger } = options;
+  // With client certificates required, a node may register only under the id its certificate
+  // names, whatever token it holds.
+  const mutualTls = options.tls?.clientCa !== undefined;
   const wire = service.config.wire;
   const messages = conn.messages();
   const first = await firstMessage(messages, wire.registerTimeoutMs).catch((err: Error) => err);
@@ -75,7 +85,8 @@ async function serveNode(conn: Conn, options: NodeServerOptions): Promise<void> 
     return;
   }
   const request = first.msg.value;
-  const verdict = checkRegistration(request, service);
+  const verdict = identityRefusal(conn.link, mutualTls, "node", request.nodeId) ??
+    checkRegistration(request, service);
   if (typeof verdict === "string") {
     await conn.send(create(NodeEnvelopeSchema, {
       msg: { case: "registerResponse", value: { accepted: false, reason: verdict } },
@@ -169,12 +180,13 @@ function checkRegistration(request: RegisterRequest, service: EdgeService) {
   if (request.protocolVersion !== NODE_PROTOCOL_VERSION) {
     return `unsupported protocol version ${request.protocolVersion} (edge speaks ${NODE_PROTOCOL_VERSION})`;
   }
-  const record = service.nodeStore.byToken(request.token);
-  if (!record) return "unknown node token";
-  if (request.nodeId && request.nodeId !== record.id) {
-    return `node id '${request.nodeId}' does not match the token's node`;
-  }
-  return record;
+  // Looked up by the id the node claims, then its token compared in constant time; the reason
+  // never carries the token.
+  const claim = service.nodeStore.authenticate(request.nodeId, request.token);
+  if (claim.ok) return claim.record;
+  return claim.problem === "unknown_node"
+    ? `unknown node id '${request.nodeId}'`
+    : "unknown node token";
 }
 
 function refuse(conn: Conn, options: NodeServerOptions, reason: string, nodeId = ""): void {

@@ -20,6 +20,8 @@ export interface CatalogOptions {
   logger?: Logger;
   /** Where the CLI adapter records the process groups it starts (see `group_reaper.ts`). */
   cliStateDir?: string;
+  /** The node's id, for `{node_id}` in CLI profile arguments. */
+  nodeId?: string;
 }
 
 function httpSettings(c: AdapterConfig): HttpModelSettings {
@@ -37,7 +39,11 @@ export function adapterCatalog(options: CatalogOptions = {}): AdapterFactories {
   };
   return {
     mock: mockAdapterFactory,
-    cli: (c) => cliAdapterFactory(c, options.cliStateDir ? { stateDir: options.cliStateDir } : {}),
+    cli: (c) =>
+      cliAdapterFactory(c, {
+        ...(options.cliStateDir ? { stateDir: options.cliStateDir } : {}),
+        ...(options.nodeId ? { nodeId: options.nodeId } : {}),
+      }),
     ollama: (c) => createOllamaAdapter(c.name, httpSettings(c), model),
     vllm: (c) => createVllmAdapter(c.name, httpSettings(c), model),
     openai_compat: (c) => createOpenAICompatAdapter(c.name, httpSettings(c), model),

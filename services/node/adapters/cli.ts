@@ -2,14 +2,21 @@
  * The CLI adapter: runs a configured command line (a "profile") per run, streams its stdout as
  * the answer and its stderr as log output, and decides the outcome by the exit code.
  *
- * The target of a run is a profile name. The prompt (`spec.prompt`, else the last user message)
- * and the session id replace `{prompt}` and `{session}` in the profile's arguments; a run that
- * continues a session uses `resumeArgs` when the profile has them. Each run's process leads its
- * own process group: on cancel or timeout the whole group gets SIGTERM, then SIGKILL after a grace
- * period, and processes it left running after a normal exit are stopped the same way, so a run
- * never leaves processes behind. `execute` settles only once the group is gone. With a `stateDir`,
- * each live group is also recorded on disk, so that a Node restarted after a hard death can stop
- * the groups its predecessor left running (see `group_reaper.ts`).
+ * The target of a run is a profile name. The prompt (`spec.prompt`, else the last user message),
+ * the session id and the node's id replace `{prompt}`, `{session}` and `{node_id}` in the
+ * profile's arguments; a run that continues a session uses `resumeArgs` when the profile has them.
+ *
+ * A run's process starts from a cleared environment: only {@linkcode INHERITED_ENV} (PATH, HOME,
+ * LANG, LC_ALL, TZ, TERM, each when the node has it) plus the profile's own `env`, so the node's
+ * token, provider keys and anything else in its environment never reach a profile. A bare
+ * command name is looked up on the node's PATH, not on a PATH the profile sets.
+ *
+ * Each run's process leads its own process group: on cancel or timeout the whole group gets
+ * SIGTERM, then SIGKILL after a grace period, and processes it left running after a normal exit
+ * are stopped the same way, so a run never leaves processes behind. `execute` settles only once
+ * the group is gone. With a `stateDir`, each live group is also recorded on disk, so that a Node
+ * restarted after a hard death can stop the groups its predecessor left running (see
+ * `group_reaper.ts`).
  * @module
  */
 import { IopError } from "../../../shared/errors.ts";
@@ -39,6 +46,32 @@ export interface CliAdapterOptions {
    * absent nothing is recorded and a hard death of the Node leaves its runs' groups running.
    */
   stateDir?: string;
+  /** Replaces `{node_id}` in profile arguments; defaults to "". */
+  nodeId?: string;
+}
+
+/**
+ * The node variables a CLI process inherits, each only when the node has it; every other
+ * variable of the node's environment (its token, provider keys) stays out of CLI processes.
+ */
+export const INHERITED_ENV: readonly string[] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TERM"];
+
+/** The whole environment of a profile's process: {@linkcode INHERITED_ENV}, then its `env`. */
+function profileEnv(profile: CliProfile): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of INHERITED_ENV) {
+    const value = readEnv(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return { ...env, ...profile.env };
+}
+
+function readEnv(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Why a run's process group is being stopped before it exited by itself. */
@@ -47,10 +80,10 @@ type StopCause = { kind: "cancel"; reason: unknown } | { kind: "timeout"; ms: nu
 /** How much of stderr is kept to quote its last line in a failure message. */
 const STDERR_TAIL_CHARS = 4_096;
 
-/** Replaces `{prompt}` and `{session}` in one pass, so a prompt containing `{session}` stays. */
-function fillTemplate(template: string[], prompt: string, session: string): string[] {
+/** Replaces the placeholders in one pass, so a prompt containing `{session}` stays as it is. */
+function fillTemplate(template: string[], values: Record<string, string>): string[] {
   return template.map((arg) =>
-    arg.replace(/\{prompt\}|\{session\}/g, (m) => (m === "{prompt}" ? prompt : session))
+    arg.replace(/\{(prompt|session|node_id)\}/g, (m, key: string) => values[key] ?? m)
   );
 }
 
@@ -74,15 +107,18 @@ async function isExecutableFile(path: string): Promise<boolean> {
   }
 }
 
-/** Whether `command` can be spawned: an existing path, or a name found on the Node's PATH. */
-async function commandExists(command: string): Promise<boolean> {
-  if (command === "") return false;
-  if (command.includes("/")) return await isExecutableFile(command);
-  const dirs = (Deno.env.get("PATH") ?? "").split(":").filter((d) => d !== "");
+/**
+ * The executable `command` names: itself when it is a path, else the first match on the
+ * Node's PATH; undefined when there is none.
+ */
+async function resolveCommand(command: string): Promise<string | undefined> {
+  if (command === "") return undefined;
+  if (command.includes("/")) return await isExecutableFile(command) ? command : undefined;
+  const dirs = (readEnv("PATH") ?? "").split(":").filter((d) => d !== "");
   for (const dir of dirs) {
-    if (await isExecutableFile(`${dir}/${command}`)) return true;
+    if (await isExecutableFile(`${dir}/${command}`)) return `${dir}/${command}`;
   }
-  return false;
+  return undefined;
 }
 
 /** What a run printed: stdout to the sink while live, line counts, and the tail of stderr. */
@@ -130,19 +166,19 @@ class OutputTracker {
 function spawnProfile(
   profile: CliProfile,
   spec: ExecutionSpec,
-  resume: boolean,
+  run: { resume: boolean; executable: string; nodeId: string },
   output: OutputTracker,
   killGraceMs: number,
 ): GroupChild {
-  const args = fillTemplate(
-    resume ? profile.resumeArgs : profile.args,
-    effectivePrompt(spec),
-    spec.sessionId,
-  );
+  const args = fillTemplate(run.resume ? profile.resumeArgs : profile.args, {
+    prompt: effectivePrompt(spec),
+    session: spec.sessionId,
+    node_id: run.nodeId,
+  });
   try {
-    return spawnGroup(profile.command, {
+    return spawnGroup(run.executable, {
       args,
-      env: profile.env,
+      env: profileEnv(profile),
       cwd: profile.cwd,
       killGraceMs,
       onStdout: (text) => output.stdout(text),
@@ -221,7 +257,12 @@ export function createCliAdapter(
   ): Promise<ExecutionResult> {
     const resume = spec.sessionId !== "" && profile.resumeArgs.length > 0;
     const output = new OutputTracker(sink);
-    const child = spawnProfile(profile, spec, resume, output, killGraceMs);
+    // Looked up on the node's PATH: a PATH in the profile's env does not choose what runs.
+    const executable = await resolveCommand(profile.command) ?? profile.command;
+    signal.throwIfAborted();
+    closing.signal.throwIfAborted();
+    const nodeId = options.nodeId ?? "";
+    const child = spawnProfile(profile, spec, { resume, executable, nodeId }, output, killGraceMs);
     const runLog = log.with({ run_id: spec.runId, profile: profile.name, pid: child.pid });
     runLog.debug("cli process started", { resume });
     const recorded = record(child.pid, spec.runId, profile.name, runLog);
@@ -263,7 +304,7 @@ export function createCliAdapter(
       const targets: string[] = [];
       const missing: string[] = [];
       for (const p of profiles.values()) {
-        if (await commandExists(p.command)) targets.push(p.name);
+        if (await resolveCommand(p.command) !== undefined) targets.push(p.name);
         else missing.push(`${p.name} (${p.command || "no command"})`);
       }
       if (signal.aborted) throw signal.reason;

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
 import { createLogger } from "../../../shared/log.ts";
 import type { CliProfile, EventSink } from "../ports.ts";
-import { cliAdapterFactory, createCliAdapter } from "./cli.ts";
+import { cliAdapterFactory, createCliAdapter, INHERITED_ENV } from "./cli.ts";
 import { specFor } from "./contract_case.ts";
 
 /** Every test here spawns processes; the sanitizers prove none of their handles leak. */
@@ -148,7 +148,7 @@ test("cli fails on a non-zero exit with BACKEND_ERROR quoting the last stderr li
   assert.equal(sink.deltas.join(""), "partial\n");
 });
 
-test("cli merges profile env over the Node's env and runs in the profile cwd", async () => {
+test("cli sets the profile env over the inherited PATH and runs in the profile cwd", async () => {
   await using dir = await tempDir();
   const adapter = createCliAdapter("cli", {
     profiles: [
@@ -161,6 +161,81 @@ test("cli merges profile env over the Node's env and runs in the profile cwd", a
   const sink = recorder();
   await adapter.execute(specFor({ target: "env" }), sink, never());
   assert.equal(sink.deltas.join(""), `set|${Deno.env.get("PATH")}\n${dir.path}\n`);
+});
+
+/** Runs `fn` with node variables set (a token and a provider key), then removes them. */
+async function withNodeSecrets(fn: (secrets: string[]) => Promise<void>): Promise<void> {
+  const secrets = { IOP_NODE_TOKEN: "node-token-s3cret", OPENAI_API_KEY: "sk-node-s3cret" };
+  for (const [name, value] of Object.entries(secrets)) Deno.env.set(name, value);
+  try {
+    await fn(Object.values(secrets));
+  } finally {
+    for (const name of Object.keys(secrets)) Deno.env.delete(name);
+  }
+}
+
+/** `NAME=value` lines of `env` output as a map. */
+function parseEnv(text: string): Map<string, string> {
+  return new Map(
+    text.split("\n").filter((l) => l.includes("=")).map((l) => {
+      const i = l.indexOf("=");
+      return [l.slice(0, i), l.slice(i + 1)] as const;
+    }),
+  );
+}
+
+test("cli starts a profile from a cleared environment: no IOP_ variable, no node secret", async () => {
+  await withNodeSecrets(async (secrets) => {
+    const adapter = createCliAdapter("cli", {
+      profiles: [
+        profile({ name: "env", command: "env", env: { ASKED_FOR: "yes" } }),
+        shell("shell-env", "env"),
+        shell("path", "command -v ls >/dev/null && echo path-ok"),
+      ],
+    });
+    const direct = recorder();
+    await adapter.execute(specFor({ target: "env" }), direct, never());
+    const env = parseEnv(direct.deltas.join(""));
+    const allowed = new Set([...INHERITED_ENV, "ASKED_FOR"]);
+    assert.deepEqual([...env.keys()].filter((k) => !allowed.has(k)), [], "unasked-for variables");
+    assert.equal(env.get("ASKED_FOR"), "yes");
+    assert.equal(env.get("PATH"), Deno.env.get("PATH"));
+
+    // A shell adds only its own bookkeeping (PWD, SHLVL, _) to what it was given.
+    const shellOut = recorder();
+    await adapter.execute(specFor({ target: "shell-env" }), shellOut, never());
+    const shellEnv = parseEnv(shellOut.deltas.join(""));
+    const shellAllowed = new Set([...INHERITED_ENV, "PWD", "OLDPWD", "SHLVL", "_"]);
+    assert.deepEqual([...shellEnv.keys()].filter((k) => !shellAllowed.has(k)), []);
+
+    for (const text of [direct.deltas.join(""), shellOut.deltas.join("")]) {
+      assert.doesNotMatch(text, /^IOP_/m);
+      for (const secret of secrets) assert.ok(!text.includes(secret), "a node secret leaked");
+    }
+    const path = recorder();
+    await adapter.execute(specFor({ target: "path" }), path, never());
+    assert.equal(path.deltas.join(""), "path-ok\n");
+  });
+});
+
+test("cli runs a bare command found on the node's PATH, not on a PATH the profile sets", async () => {
+  await using dir = await tempDir();
+  await Deno.writeTextFile(`${dir.path}/sh`, "#!/bin/sh\necho hijacked\n", { mode: 0o755 });
+  const adapter = createCliAdapter("cli", {
+    profiles: [shell("real", 'echo "real $PATH"', { env: { PATH: dir.path } })],
+  });
+  const sink = recorder();
+  await adapter.execute(specFor({ target: "real" }), sink, never());
+  assert.equal(sink.deltas.join(""), `real ${dir.path}\n`);
+});
+
+test("cli fills {node_id} with the node's id; a prompt naming it stays as written", async () => {
+  const adapter = createCliAdapter("cli", {
+    profiles: [shell("who", 'printf "%s|%s" "$1" "$2"', {}, ["{node_id}", "{prompt}"])],
+  }, { nodeId: "node-7" });
+  const sink = recorder();
+  await adapter.execute(specFor({ target: "who", prompt: "I am {node_id}" }), sink, never());
+  assert.equal(sink.deltas.join(""), "node-7|I am {node_id}");
 });
 
 test("cli fills {prompt} and {session}, using resumeArgs to continue a session", async () => {

@@ -18,7 +18,7 @@ const PIPE_DRAIN_MS = 500;
 /** Options of {@linkcode spawnGroup}. */
 export interface SpawnGroupOptions {
   args: string[];
-  /** Set over the current process's environment. */
+  /** The process's whole environment: nothing of the current process's is inherited. */
   env: Record<string, string>;
   /** Empty means the current directory. */
   cwd: string;
@@ -91,6 +91,7 @@ export function spawnGroup(command: string, options: SpawnGroupOptions): GroupCh
   const child = new Deno.Command(command, {
     args: options.args,
     env: options.env,
+    clearEnv: true,
     ...(options.cwd === "" ? {} : { cwd: options.cwd }),
     stdin: "null",
     stdout: "piped",

@@ -22,6 +22,8 @@ import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import type { NodeCore, RunEventSink } from "../node.ts";
 import { fromConfigPayload } from "./config_payload.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
+import { dialLink } from "../../../shared/wire/link.ts";
+import { type DialTlsFiles, loadDialTls } from "../../../shared/wire/tls.ts";
 
 /** Wire protocol version this Node speaks. */
 export const NODE_PROTOCOL_VERSION = 2;
@@ -35,6 +37,8 @@ type Conn = FrameConnection<typeof NodeEnvelopeSchema, typeof NodeEnvelopeSchema
 export interface EdgeClientOptions {
   /** `host:port` of the Edge's node wire. */
   edgeAddress: string;
+  /** Undefined: plaintext (the config opted out). */
+  tls: DialTlsFiles | undefined;
   nodeId: string;
   token: string;
   version: string;
@@ -70,10 +74,14 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
     while (!stopped) {
       let outcome: "lost" | "refused" | "unreachable" = "unreachable";
       try {
-        const [hostname, port] = splitAddress(options.edgeAddress);
-        const raw = await Deno.connect({ hostname, port });
-        raw.setNoDelay(true);
-        const conn: Conn = new FrameConnection(raw, {
+        // Read per dial, so renewed certificate files are used from the next link on. With TLS
+        // the dial returns only once the Edge proved a fleet certificate: no token goes out
+        // before that.
+        const link = await dialLink({
+          address: options.edgeAddress,
+          ...(options.tls ? { tls: await loadDialTls(options.tls) } : {}),
+        });
+        const conn: Conn = new FrameConnection(link, {
           inSchema: NodeEnvelopeSchema,
           outSchema: NodeEnvelopeSchema,
           maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
@@ -137,15 +145,6 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-function splitAddress(address: string): [string, number] {
-  const i = address.lastIndexOf(":");
-  const port = Number(address.slice(i + 1));
-  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) {
-    throw new IopError("INVALID_ARGUMENT", `Cannot parse edge address '${address}' as host:port`);
-  }
-  return [address.slice(0, i).replace(/^\[|\]$/g, ""), port];
-}
-
 async function session(
   conn: Conn,
   options: EdgeClientOptions,
@@ -199,7 +198,8 @@ async function session(
     adapters: applied.adapters,
     rejected: applied.rejected,
   });
-  for (const [adapter, reason] of Object.entries(applied.rejected)) {
+  // Policy refusals are logged by the core as it applies them; these are the unreadable ones.
+  for (const [adapter, reason] of Object.entries(payload.rejected)) {
     logger.warn("adapter rejected", { adapter, reason });
   }
   await conn.send(create(NodeEnvelopeSchema, {

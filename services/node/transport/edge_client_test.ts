@@ -6,9 +6,11 @@ import { create } from "@bufbuild/protobuf";
 import { type NodeEnvelope, NodeEnvelopeSchema } from "../../../proto/gen/iop/v1/node_pb.ts";
 import { createLogger } from "../../../shared/log.ts";
 import { FrameConnection } from "../../../shared/wire/connection.ts";
+import { plainLink } from "../../../shared/wire/link.ts";
 import { mockAdapterFactory } from "../adapters/mock.ts";
 import { buildAdapterRegistry } from "../adapters/registry.ts";
 import { NodeCore } from "../node.ts";
+import { DEFAULT_NODE_POLICY } from "../policy.ts";
 import { openRunStore } from "../store/sqlite_store.ts";
 import { startEdgeClient } from "./edge_client.ts";
 
@@ -22,16 +24,18 @@ async function framesOfOneRun(acceptsEventBatches: boolean): Promise<NodeEnvelop
     store,
     logger,
     buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
+    policy: DEFAULT_NODE_POLICY,
   });
   const client = startEdgeClient({
     edgeAddress: `127.0.0.1:${listener.addr.port}`,
+    tls: undefined,
     nodeId: "n1",
     token: "t",
     version: "test",
     core,
     logger,
   });
-  const conn = new FrameConnection(await listener.accept(), {
+  const conn = new FrameConnection(plainLink(await listener.accept()), {
     inSchema: NodeEnvelopeSchema,
     outSchema: NodeEnvelopeSchema,
   });

@@ -1,0 +1,73 @@
+import assert from "node:assert/strict";
+import type { ResourceStatus, StatusSnapshot } from "../ports.ts";
+import { toRelayedEvent, toStatusResponse } from "./codec.ts";
+
+const WHY =
+  "profiles[0].command: 'bash' is not allowed on this node (policy.cli.commands allows: sh)";
+
+Deno.test("node_config_applied relays what the node built and why it refused the rest", () => {
+  const relayed = toRelayedEvent({
+    type: "node_config_applied",
+    atMs: 5,
+    nodeId: "n1",
+    adapters: ["mock", "llm"],
+    rejected: { cli: WHY, x: "unknown adapter kind 'x'" },
+  });
+  assert.ok(relayed?.event.case === "node");
+  assert.deepEqual(
+    [relayed.event.value.nodeId, relayed.event.value.kind, relayed.event.value.detail],
+    [
+      "n1",
+      "adapters_applied",
+      `mock, llm; refused cli: ${WHY}; refused x: unknown adapter kind 'x'`,
+    ],
+  );
+  const none = toRelayedEvent({
+    type: "node_config_applied",
+    atMs: 5,
+    nodeId: "n1",
+    adapters: [],
+    rejected: { cli: WHY },
+  });
+  assert.ok(none?.event.case === "node");
+  assert.equal(none.event.value.detail, `no adapters; refused cli: ${WHY}`);
+});
+
+Deno.test("a resource its node refused reaches the Control Plane as not enabled", () => {
+  const resource = (id: string, refused: string): ResourceStatus => ({
+    kind: "adapter",
+    id,
+    adapter: id,
+    adapterKind: "cli",
+    target: "",
+    modelGroup: "",
+    maxConcurrency: 0,
+    inFlight: 0,
+    queued: 0,
+    enabled: true,
+    refused,
+  });
+  const snapshot: StatusSnapshot = {
+    edgeId: "e1",
+    version: "1",
+    startedAtMs: 0,
+    runsInFlight: 0,
+    nodes: [{
+      id: "n1",
+      alias: "",
+      connected: true,
+      draining: false,
+      version: "1",
+      hostname: "h",
+      connectedAtMs: 0,
+      lastSeenMs: 0,
+      inFlight: 0,
+      resources: [resource("ok", ""), resource("cli", WHY)],
+    }],
+  };
+  const status = toStatusResponse(snapshot, [], 0);
+  assert.deepEqual(status.nodes[0]!.resources.map((r) => [r.id, r.enabled]), [
+    ["ok", true],
+    ["cli", false],
+  ]);
+});
