@@ -84,6 +84,16 @@ export function readStoredSecrets(reader: ConfigReader, key: string): string[] {
 }
 
 /**
+ * True when `presented` matches any of `stored`; every entry is compared (constant time), so the
+ * answer's timing says nothing about which one matched.
+ */
+export function matchesAnySecret(presented: string, stored: readonly string[]): boolean {
+  let ok = false;
+  for (const s of stored) ok = secretMatches(presented, s) || ok;
+  return ok;
+}
+
+/**
  * The SHA-256 hex of the secret a stored value stands for, whether stored plain or hashed:
  * equal fingerprints mean the same secret. For load-time duplicate checks and change detection;
  * not constant time, so never for checking what a peer presents.

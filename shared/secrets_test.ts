@@ -3,6 +3,7 @@ import { ConfigError, ConfigReader } from "./config.ts";
 import {
   hashSecret,
   isHashedSecret,
+  matchesAnySecret,
   readStoredSecret,
   readStoredSecrets,
   secretFingerprint,
@@ -103,4 +104,13 @@ Deno.test("readStoredSecrets() skips empty entries and names a bad one by its in
     () => readStoredSecrets(bad, "keys"),
     (err) => err instanceof ConfigError && err.path === "http.keys[1]",
   );
+});
+
+Deno.test("matchesAnySecret() finds the secret among plain and hashed entries, and only it", () => {
+  const stored = ["other", S3CRET_HASH, "third"];
+  assert.equal(matchesAnySecret("s3cret", stored), true);
+  assert.equal(matchesAnySecret("third", stored), true);
+  assert.equal(matchesAnySecret("s3cre", stored), false);
+  assert.equal(matchesAnySecret(S3CRET_HASH, stored), false);
+  assert.equal(matchesAnySecret("s3cret", []), false);
 });

@@ -100,6 +100,8 @@ export async function ensureImages(): Promise<void> {
     }
     const created = Date.parse(inspect.stdout.trim());
     const sources = ["deno.json", "deno.lock", "shared", "proto/gen", `services/${tier}`];
+    // The cp image also carries the certificate tool.
+    if (tier === "cp") sources.push("deploy/certs.ts", "deploy/fleet_certs.ts");
     if (await newestSource(sources) > created) {
       console.log(`fleet: image ${image} is older than its sources`);
       rebuild.push(tier);

@@ -18,7 +18,7 @@ import {
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
-import { readStoredSecret, secretFingerprint } from "../../shared/secrets.ts";
+import { readStoredSecret, readStoredSecrets, secretFingerprint } from "../../shared/secrets.ts";
 import { type LinkSecurity, type ListenTlsFiles, readListenTls } from "../../shared/wire/tls.ts";
 
 /** The whole validated Control Plane configuration. */
@@ -148,7 +148,7 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
       security: readListenTls(wire),
       edges: parseEdgeGrants(wire),
     },
-    admin: { tokens: admin.strings("tokens").filter((t) => t !== "") },
+    admin: { tokens: readStoredSecrets(admin, "tokens") },
     audit: { path: audit.nonEmpty("path", `.iop/${id}/audit.sqlite`) },
     registry: {
       eventsPerEdge: registry.number("events_per_edge", 200, { min: 1 }),

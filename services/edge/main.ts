@@ -62,7 +62,12 @@ const service = new EdgeService({
   version: IOP_VERSION,
   metrics,
   poolMetrics: createPoolMetrics(registry),
-  loadConfig: () => loadEdgeConfig(file),
+  // A reload may re-point the Control Plane link; one that leaves it unsecured is refused.
+  loadConfig: async () => {
+    const next = await loadEdgeConfig(file);
+    if (next.controlPlane.address) requireLinkSecurity(next.controlPlane.security);
+    return next;
+  },
 });
 
 const wire = await startupStep(

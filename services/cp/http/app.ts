@@ -22,6 +22,7 @@ import type { EdgeRegistry } from "../registry.ts";
 import { buildFleetReport } from "../report.ts";
 import { serveClientSocket } from "./client_socket.ts";
 import { commandJson, messageJson } from "./json.ts";
+import { matchesAnySecret } from "../../../shared/secrets.ts";
 
 /** What the HTTP app serves from. */
 export interface CpHttpDeps {
@@ -142,7 +143,7 @@ function authorize(c: Context, config: CpConfig): void {
   }
   const header = c.req.header("authorization") ?? "";
   const token = header.startsWith("Bearer ") ? header.slice("Bearer ".length).trim() : "";
-  if (!config.admin.tokens.includes(token)) {
+  if (!matchesAnySecret(token, config.admin.tokens)) {
     throw new IopError(
       "UNAUTHENTICATED",
       "Cannot accept the request: missing or wrong admin token",

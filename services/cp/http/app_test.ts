@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Registry } from "prom-client";
 import { createLogger } from "../../../shared/log.ts";
+import { hashSecret } from "../../../shared/secrets.ts";
 import { CommandCenter } from "../commands.ts";
 import { parseCpConfig } from "../config.ts";
 import { EdgeRegistry } from "../registry.ts";
@@ -76,4 +77,20 @@ Deno.test("health, readiness, empty fleet views and the dashboard page are serve
   const metrics = await a.request("/metrics");
   assert.match(metrics.headers.get("content-type") ?? "", /text\/plain/);
   await metrics.body?.cancel();
+});
+
+Deno.test("an admin token stored as its sha256: hash admits the token, not the hash", async () => {
+  const hashed = app([hashSecret("s3cret")]);
+  const send = (token: string) =>
+    hashed.request("/commands", {
+      method: "POST",
+      body: command,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    });
+  const byHash = await send(hashSecret("s3cret"));
+  assert.equal(byHash.status, 401);
+  await byHash.body?.cancel();
+  const byToken = await send("s3cret");
+  assert.notEqual(byToken.status, 401, await byToken.clone().text());
+  await byToken.body?.cancel();
 });

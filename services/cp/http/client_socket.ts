@@ -20,6 +20,7 @@ import {
 } from "../../../proto/gen/iop/v1/control_pb.ts";
 import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
 import type { CpHttpDeps } from "./app.ts";
+import { matchesAnySecret } from "../../../shared/secrets.ts";
 
 /** Largest accepted client message. */
 export const MAX_CLIENT_MESSAGE_BYTES = 256 * 1024;
@@ -96,7 +97,7 @@ class ClientSession {
     switch (msg.case) {
       case "hello": {
         const canCommand = msg.value.credential !== "" &&
-          config.admin.tokens.includes(msg.value.credential);
+          matchesAnySecret(msg.value.credential, config.admin.tokens);
         this.#hello = { name: msg.value.clientName || "client", canCommand };
         this.#send(id, {
           case: "helloAck",

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { secretMatches } from "../../../shared/secrets.ts";
+import { matchesAnySecret } from "../../../shared/secrets.ts";
 
 /** Options of {@linkcode apiKeyAuth}. */
 export interface ApiKeyAuthOptions {
@@ -33,9 +33,9 @@ export function apiKeyAuth(options: ApiKeyAuthOptions): MiddlewareHandler {
     }
     const given = match[1]!.trim();
     // Every key is compared (in constant time), so the time taken does not say which matched.
-    let ok = false;
-    for (const key of keys) ok = secretMatches(given, key) || ok;
-    if (!ok) return options.unauthorized(c, "Incorrect API key provided.");
+    if (!matchesAnySecret(given, keys)) {
+      return options.unauthorized(c, "Incorrect API key provided.");
+    }
     await next();
   };
 }
