@@ -317,6 +317,7 @@ const memoryStore = (): RunStore => ({
   startRun() {},
   completeRun() {},
   history: () => [],
+  runOutput: () => undefined,
   markInterrupted: () => 0,
   close() {},
 });

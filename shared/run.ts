@@ -59,7 +59,10 @@ export interface RunInput {
   prompt: string;
   sampling: Sampling;
   tools: ToolDefinition[];
-  /** Continues a CLI or agent session; empty starts a new one. */
+  /**
+   * The CLI or agent session of the run; empty means none. Whether the run starts it or
+   * continues it is {@linkcode SESSION_STATE_KEY} in `metadata` (absent: continues).
+   */
   sessionId: string;
   metadata: Record<string, string>;
   /** 0 means the adapter's own limit. */
@@ -70,6 +73,14 @@ export interface RunInput {
    */
   wholeAnswer?: boolean;
 }
+
+/**
+ * Run metadata key the Edge sets on a run with a session: `new` when the run starts session
+ * `sessionId` (a CLI profile's `args`, with `{session}` filled), `resume` when it continues it
+ * (its `resume_args`). Absent — an Edge that predates it — means a non-empty `sessionId`
+ * continues a session.
+ */
+export const SESSION_STATE_KEY = "iop.session";
 
 /** One step of a run's life as seen above the Node; `seq` increases from 1. */
 export type RunEvent =

@@ -113,7 +113,38 @@ export function fromWireToolCall(c: WireToolCall): ToolCall {
   return { index: c.index, id: c.id, name: c.name, arguments: c.arguments };
 }
 
+/** Largest value of the wire's `uint32 max_tokens`. */
+const UINT32_MAX = 4_294_967_295;
+
+/**
+ * Refuses sampling values the wire types cannot carry (`uint32 max_tokens`, `int64 seed`,
+ * finite doubles) as INVALID_ARGUMENT, not retryable: the HTTP surfaces check these when they
+ * parse a request, this keeps any other caller from failing later as an encoding error.
+ */
+function checkSamplingBounds(s: Sampling): void {
+  const fail = (field: string, value: number, rule: string) => {
+    throw new IopError(
+      "INVALID_ARGUMENT",
+      `Cannot send the run as '${field}' must be ${rule}: current value is ${value}`,
+    );
+  };
+  if (s.maxTokens !== undefined && !(Number.isInteger(s.maxTokens) && s.maxTokens >= 0)) {
+    fail("max_tokens", s.maxTokens, "a whole number of at least 0");
+  }
+  if (s.maxTokens !== undefined && s.maxTokens > UINT32_MAX) {
+    fail("max_tokens", s.maxTokens, `at most ${UINT32_MAX}`);
+  }
+  if (s.seed !== undefined && !Number.isSafeInteger(s.seed)) {
+    fail("seed", s.seed, `a whole number within ±${Number.MAX_SAFE_INTEGER}`);
+  }
+  if (s.temperature !== undefined && !Number.isFinite(s.temperature)) {
+    fail("temperature", s.temperature, "a finite number");
+  }
+  if (s.topP !== undefined && !Number.isFinite(s.topP)) fail("top_p", s.topP, "a finite number");
+}
+
 function toWireSampling(s: Sampling): SamplingOptions {
+  checkSamplingBounds(s);
   const out = create(SamplingOptionsSchema, { stop: s.stop ?? [] });
   if (s.temperature !== undefined) out.temperature = s.temperature;
   if (s.topP !== undefined) out.topP = s.topP;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { startStack } from "./stack.ts";
 import { OpsConsole } from "../services/edge/console/console.ts";
+import { DomainAgents } from "../services/edge/agents/domain_agents.ts";
 import { TextLog } from "./util.ts";
 
 const EDGE = {
@@ -46,7 +47,21 @@ async function consoleFor(edge: Record<string, unknown> = EDGE, configFile?: str
 Deno.test("/help lists every command", async () => {
   await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
   assert.equal(await s.ops.execute("/help"), true);
-  for (const cmd of ["/nodes", "/status", "/run", "/cancel", "/history", "/reload", "/help"]) {
+  for (
+    const cmd of [
+      "/nodes",
+      "/status",
+      "/run",
+      "/cancel",
+      "/history",
+      "/drain",
+      "/undrain",
+      "/agents",
+      "/agent",
+      "/reload",
+      "/help",
+    ]
+  ) {
     assert.match(s.screen.text, new RegExp(`^  ${cmd} `, "m"), `${cmd} missing from /help`);
   }
 });
@@ -58,12 +73,18 @@ Deno.test("/nodes shows the registered node as connected, with its alias and ver
   assert.match(s.screen.text, /^n1\s+one\s+connected\s+test\s+/m);
 });
 
-Deno.test("/status lists each adapter of a node without providers once", async () => {
+Deno.test("/status lists each adapter of a node without providers once, a CLI adapter as its profiles", async () => {
   await using s = await consoleFor().then((c) => ({ ...c, [Symbol.asyncDispose]: c.stack.close }));
   await s.ops.execute("/status");
   assert.match(s.screen.text, /^edge edge-test vtest, up since .*, 0 runs in flight$/m);
   assert.equal(s.screen.text.match(/^n1\s+up\s+adapter\s+mock\s+mock\(mock\)/gm)?.length, 1);
-  assert.equal(s.screen.text.match(/^n1\s+up\s+adapter\s+cli\s+cli\(cli\)/gm)?.length, 1);
+  for (const profile of ["echo", "slow"]) {
+    const row = new RegExp(
+      `^n1\\s+up\\s+profile\\s+cli/${profile}\\s+cli\\(cli\\)\\s+${profile}\\s`,
+      "gm",
+    );
+    assert.equal(s.screen.text.match(row)?.length, 1, `one row for profile ${profile}`);
+  }
 });
 
 Deno.test("/run mock streams tokens while the run is still going, then its summary", async () => {
@@ -185,9 +206,12 @@ Deno.test("an unknown command and bad arguments answer with help, not a crash", 
   await s.ops.execute("/cancel");
   assert.equal(s.screen.take(), "usage: /cancel <run-id>\n");
   await s.ops.execute("/history");
-  assert.equal(s.screen.take(), "usage: /history <node> [limit]\n");
+  assert.equal(s.screen.take(), "usage: /history <node> [limit] | /history <node> <run-id>\n");
+  await s.ops.execute("/history n1 0");
+  assert.equal(s.screen.take(), "limit must be a positive whole number: current value is '0'\n");
+  // A second argument that is no number is a run id.
   await s.ops.execute("/history n1 zero");
-  assert.equal(s.screen.take(), "limit must be a positive whole number: current value is 'zero'\n");
+  assert.equal(s.screen.take(), "no run 'zero' in the history of node n1\n");
   await s.ops.execute("/run ollama llama3 hi");
   assert.equal(
     s.screen.take(),
@@ -210,4 +234,73 @@ Deno.test("serve() reads commands line by line until /quit, then cancels its run
   assert.equal(s.stack.service.status().runsInFlight, 0);
   // /help after /quit never ran.
   assert.doesNotMatch(s.screen.text, /Commands:/);
+});
+
+/** The console fixture with domain agents (the same wiring as services/edge/main.ts). */
+async function agentConsole() {
+  const stack = await startStack({
+    config: {
+      ...EDGE,
+      agents: [{
+        id: "deployer",
+        kind: "domain",
+        description: "deploys",
+        commands: [
+          { name: "deploy", adapter: "cli", target: "echo" },
+          { name: "hang", adapter: "cli", target: "slow" },
+        ],
+      }],
+    },
+  });
+  const screen = new TextLog();
+  const agents = new DomainAgents(stack.service);
+  const ops = new OpsConsole(stack.service, screen.append, agents);
+  return { stack, screen, ops, agents, [Symbol.asyncDispose]: stack.close };
+}
+
+Deno.test("/drain stops new runs on a node with no Control Plane, /undrain lets them in again", async () => {
+  await using s = await agentConsole();
+  await s.ops.execute("/drain n1");
+  assert.match(s.screen.text, /node n1 draining: no new runs; runs in flight finish/);
+  await s.ops.execute("/nodes");
+  assert.match(s.screen.text, /^n1\s+one\s+draining\s/m);
+  await s.ops.execute("/run cli echo refused while draining");
+  assert.match(s.screen.text, /^error UNAVAILABLE: No connected node can run adapter 'cli'/m);
+  await s.ops.execute("/undrain n1");
+  assert.match(s.screen.text, /node n1 accepting runs/);
+  await s.ops.execute("/run cli echo back again");
+  await s.screen.waitFor(/^again$/m);
+  await s.ops.execute("/drain nowhere");
+  assert.match(s.screen.text, /no connected node 'nowhere'/);
+});
+
+Deno.test("/agents lists domain agents and /agent runs a command with its progress and outcome", async () => {
+  await using s = await agentConsole();
+  await s.ops.execute("/agents");
+  assert.match(s.screen.text, /^AGENT\s+STATE\s+COMMANDS/m);
+  assert.match(s.screen.text, /^deployer\s+ready\s+deploy,hang\s+-/m);
+
+  await s.ops.execute("/agent deployer deploy v1 to prod");
+  assert.match(s.screen.text, /agent deployer: deploy started/);
+  await s.screen.waitFor(/\[deployer deploy\] prod/);
+  await s.screen.waitFor(/agent deployer: deploy succeeded \(run run_\w+ on n1\)/);
+  s.screen.take();
+  await s.ops.execute("/agents");
+  assert.match(s.screen.text, /^deployer\s+ready\s+deploy,hang\s+deploy succeeded/m);
+
+  // One state for every caller: while `hang` runs, the agent refuses a second command.
+  await s.ops.execute("/agent deployer hang");
+  await s.screen.waitFor(/\[deployer hang\] begun/);
+  await s.ops.execute("/agent deployer deploy v2");
+  await s.screen.waitFor(/agent deployer: deploy refused: OVERLOADED: .*busy/);
+  await assert.rejects(s.agents.execute("deployer", "deploy", "v3"), /busy/);
+
+  await s.ops.execute("/agent deployer nope");
+  assert.match(s.screen.text, /agent deployer has no command 'nope': it has deploy, hang/);
+  await s.ops.execute("/agent ghost deploy");
+  assert.match(s.screen.text, /no domain agent 'ghost'/);
+  // Leaving the console cancels the command it started.
+  const input = new ReadableStream<Uint8Array>({ start: (c) => c.close() });
+  await s.ops.serve(input);
+  await s.screen.waitFor(/agent deployer: hang cancelled/);
 });

@@ -131,7 +131,11 @@ Deno.test("GET /edges shows both edges distinctly with their node and provider s
       assert.equal(node.connected, true);
       assert.deepEqual(
         node.resources.map((r: Json) => [r.kind, r.id, r.target, r.inFlight, r.queued]),
-        [["provider", `${edges[i]!.nodeId}-demo`, "demo", 0, 0]],
+        [
+          ["provider", `${edges[i]!.nodeId}-demo`, "demo", 0, 0],
+          // The CLI profiles are resources too, never queued.
+          ...["build", "deploy", "broken", "slow"].map((p) => ["profile", `cli/${p}`, p, 0, 0]),
+        ],
       );
       assert.deepEqual(view.status.agents.map((a: Json) => [a.id, a.state]), [[
         "deployer",

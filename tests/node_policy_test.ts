@@ -228,7 +228,8 @@ Deno.test("a node refuses pushed adapters outside its policy, keeps serving the 
 
   // The Edge's status shows each refused adapter with its reason, the others unrefused.
   const status = await (await fetch(`${edge.url}/api/iop/status`)).json() as StatusSnapshot;
-  const rows = Object.fromEntries(status.nodes[0]!.resources.map((r) => [r.id, r.refused]));
+  // By adapter: a CLI adapter shows as one row per profile, each carrying the adapter's reason.
+  const rows = Object.fromEntries(status.nodes[0]!.resources.map((r) => [r.adapter, r.refused]));
   assert.deepEqual(rows, { mock: "", shell: "", llama: "", ...reasons });
 
   // Both tiers log each refusal; the Control Plane hears the reasons, not only the names.

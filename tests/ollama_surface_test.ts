@@ -68,7 +68,7 @@ Deno.test("ollama chat streams NDJSON pieces and a final done object", async () 
 
   const raw = await fetch(`${stack.url}/api/chat`, {
     method: "POST",
-    headers: { authorization: `Bearer ${KEY}` },
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
     body: JSON.stringify({ model: "demo", messages: [{ role: "user", content: "x" }] }),
   });
   assert.equal(raw.headers.get("content-type"), "application/x-ndjson");
@@ -110,7 +110,7 @@ Deno.test("ollama errors use Ollama's shape: unknown model 404, wrong key 401, b
   });
   const res = await fetch(`${stack.url}/api/chat`, {
     method: "POST",
-    headers: { authorization: `Bearer ${KEY}` },
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
     body: JSON.stringify({ model: "demo", messages: [{ role: "wizard", content: "x" }] }),
   });
   assert.equal(res.status, 400);

@@ -1,10 +1,13 @@
 /**
- * The command center: fans one fleet command out to its target edges, collects each edge's
- * progress and result (or a failure when an edge is unknown, disconnected, silent past the
- * deadline, or lost), and writes the audit record when the command is accepted and when it ends.
+ * The command center: fans one fleet command out to its target edges with their deadline,
+ * collects each edge's progress and result, and writes the audit record when the command is
+ * accepted and when it ends. A share it could not send (edge unknown or not connected) fails;
+ * a share it cannot know (no answer by the deadline plus grace, or the link lost while it ran)
+ * is `unknown`, never retryable. A late answer for an unknown share replaces it, in memory and
+ * in the audit, marked late with when it was learned.
  * @module
  */
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   type CommandUpdate,
   CommandUpdateSchema,
@@ -20,9 +23,9 @@ import {
   type AuditEdgeResult,
   type AuditLog,
   type CommandOutcome,
-  SHARE_STATUSES,
   type ShareStatus,
 } from "./ports.ts";
+import { auditResult, commandOutcome, shareStatusOf } from "./outcome.ts";
 import type { EdgeRegistry } from "./registry.ts";
 
 /** Progress messages kept per edge of a command. */
@@ -30,10 +33,15 @@ const PROGRESS_KEPT = 100;
 
 /** One edge's share of a fleet command. */
 export interface EdgeCommandState {
-  /** running until the edge answers, then the result's status. */
+  /** running until the edge answers, then the result's status; unknown when it cannot be known. */
   status: ShareStatus;
   progress: EdgeCommandProgress[];
+  /** The edge's result, or one this Control Plane made (status failed or unknown). */
   result: EdgeCommandResult | undefined;
+  /** True when the edge's answer replaced `unknown`. */
+  late: boolean;
+  /** When the current status was learned; 0 while running. */
+  learnedAtMs: number;
 }
 
 /** A fleet command and its per-edge states. */
@@ -63,26 +71,38 @@ export interface CommandCenterOptions {
   registry: EdgeRegistry;
   audit: AuditLog;
   logger: Logger;
+  /** The deadline of a command that names none; always sent to the edge, which enforces it. */
   defaultTimeoutMs: number;
+  /** How long past the deadline to wait for an edge's answer before a share is unknown. */
+  resultGraceMs: number;
   /** Finished commands kept for lookup. */
   retained: number;
   /** Counts finished commands by kind and outcome. */
   onFinished?: (kind: string, outcome: CommandOutcome) => void;
+  /** Counts late answers that replaced `unknown`, by kind and the status they brought. */
+  onLateResult?: (kind: string, status: ShareStatus) => void;
   /** Defaults to Date.now. */
   now?: () => number;
+  /** Starts a deadline timer and returns its cancel function; defaults to setTimeout. */
+  setTimer?: (fire: () => void, ms: number) => () => void;
 }
 
 /** Tracks fleet commands from submission to their last edge result. */
 export class CommandCenter {
   readonly #commands = new Map<string, FleetCommand>();
-  readonly #timers = new Map<string, ReturnType<typeof setTimeout>>();
+  readonly #timers = new Map<string, () => void>();
   readonly #listeners = new Set<(update: CommandUpdate) => void>();
   readonly #options: CommandCenterOptions;
   readonly #now: () => number;
+  readonly #setTimer: (fire: () => void, ms: number) => () => void;
 
   constructor(options: CommandCenterOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    this.#setTimer = options.setTimer ?? ((fire, ms) => {
+      const timer = setTimeout(fire, ms);
+      return () => clearTimeout(timer);
+    });
   }
 
   /** Subscribes to per-edge progress and results. */
@@ -105,13 +125,14 @@ export class CommandCenter {
       throw new IopError("INVALID_ARGUMENT", "Cannot submit a command as no edge matches");
     }
     const command = this.#accept(submission, kind.case, edgeIds);
+    // The edge gets the deadline too, so that its work never outlives it.
     const request: EdgeCommandRequest = {
       ...submission.command,
       commandId: command.commandId,
       issuedBy: command.actor,
+      timeoutMs: submission.command.timeoutMs || this.#options.defaultTimeoutMs,
     };
-    const timeoutMs = request.timeoutMs || this.#options.defaultTimeoutMs;
-    for (const edgeId of edgeIds) this.#sendTo(command, edgeId, request, timeoutMs);
+    for (const edgeId of edgeIds) this.#sendTo(command, edgeId, request);
     return command;
   }
 
@@ -128,7 +149,10 @@ export class CommandCenter {
       finishedAtMs: 0,
       outcome: "running",
       edges: new Map(
-        edgeIds.map((id) => [id, { status: "running", progress: [], result: undefined }]),
+        edgeIds.map((id) => [
+          id,
+          { status: "running", progress: [], result: undefined, late: false, learnedAtMs: 0 },
+        ]),
       ),
     };
     this.#commands.set(commandId, command);
@@ -153,13 +177,11 @@ export class CommandCenter {
     return command;
   }
 
-  /** Sends the command to one edge with its deadline; an edge that cannot get it fails now. */
-  #sendTo(
-    command: FleetCommand,
-    edgeId: string,
-    request: EdgeCommandRequest,
-    timeoutMs: number,
-  ): void {
+  /**
+   * Sends the command to one edge and waits its deadline plus the grace; an edge that cannot
+   * get it fails now (retryable when it is known but not connected: nothing ran).
+   */
+  #sendTo(command: FleetCommand, edgeId: string, request: EdgeCommandRequest): void {
     const link = this.#options.registry.link(edgeId);
     if (!link) {
       const known = this.#options.registry.get(edgeId) !== undefined;
@@ -171,11 +193,17 @@ export class CommandCenter {
       );
       return;
     }
+    const waitMs = request.timeoutMs + this.#options.resultGraceMs;
     this.#timers.set(
       `${command.commandId}/${edgeId}`,
-      setTimeout(() => {
-        this.#fail(command, edgeId, "TIMEOUT", `no result within ${timeoutMs} ms`);
-      }, timeoutMs),
+      this.#setTimer(() => {
+        this.#unknown(
+          command,
+          edgeId,
+          "TIMEOUT",
+          `outcome unknown: no result within ${waitMs} ms (deadline ${request.timeoutMs} ms)`,
+        );
+      }, waitMs),
     );
     link.sendCommand(request).catch((err: Error) => {
       this.#fail(command, edgeId, "UNAVAILABLE", `cannot send to edge: ${err.message}`);
@@ -195,38 +223,55 @@ export class CommandCenter {
   /** Records progress an edge reported. */
   progress(edgeId: string, progress: EdgeCommandProgress): void {
     const state = this.#commands.get(progress.commandId)?.edges.get(edgeId);
-    if (!state || state.result) return;
+    // An unknown share may still be running on its edge: its progress is still news.
+    if (state?.status !== "running" && state?.status !== "unknown") return;
     state.progress.push(progress);
     if (state.progress.length > PROGRESS_KEPT) state.progress.shift();
     this.#emit({
       commandId: progress.commandId,
       edgeId,
       update: { case: "progress", value: progress },
+      shareStatus: state.status,
     });
   }
 
-  /** Records an edge's result; late or unknown results are ignored. */
+  /**
+   * Records an edge's result. One for an `unknown` share (after the deadline or a lost link, on
+   * any link of that edge) replaces it, also in the audit when the command has left memory;
+   * any other result for a share that already has one is ignored.
+   */
   result(edgeId: string, result: EdgeCommandResult): void {
     const command = this.#commands.get(result.commandId);
-    if (command) this.#settle(command, edgeId, result);
+    const state = command?.edges.get(edgeId);
+    const status = shareStatusOf(result.status);
+    if (!command) this.#learnLateFromAudit(edgeId, result);
+    else if (state?.status === "running") this.#settle(command, edgeId, result, status, false);
+    else if (state?.status === "unknown") this.#settle(command, edgeId, result, status, true);
   }
 
-  /** Fails every running command share of an edge whose link was lost. */
+  /** Marks every running share of an edge whose link was lost as unknown: it may still run. */
   edgeLost(edgeId: string, reason: string): void {
     for (const command of this.#commands.values()) {
-      if (command.edges.get(edgeId)?.result === undefined && command.edges.has(edgeId)) {
-        this.#fail(command, edgeId, "UNAVAILABLE", `edge link lost: ${reason}`);
+      if (command.edges.get(edgeId)?.status === "running") {
+        this.#unknown(
+          command,
+          edgeId,
+          "UNAVAILABLE",
+          `outcome unknown: edge link lost while the command ran: ${reason}`,
+        );
       }
     }
   }
 
   /** Stops every deadline timer (at shutdown). */
   close(): void {
-    for (const timer of this.#timers.values()) clearTimeout(timer);
+    for (const cancel of this.#timers.values()) cancel();
     this.#timers.clear();
   }
 
   #fail(command: FleetCommand, edgeId: string, code: ErrorCode, message: string): void {
+    const state = command.edges.get(edgeId);
+    if (state?.status !== "running") return;
     this.#settle(
       command,
       edgeId,
@@ -236,45 +281,128 @@ export class CommandCenter {
         summary: message,
         error: { code, message, retryable: errorKind(code).retryable },
       }),
+      "failed",
+      false,
     );
   }
 
-  #settle(command: FleetCommand, edgeId: string, result: EdgeCommandResult): void {
+  /** Records a running share as unknown: never retryable, as the work may have happened. */
+  #unknown(command: FleetCommand, edgeId: string, code: ErrorCode, message: string): void {
+    if (command.edges.get(edgeId)?.status !== "running") return;
+    this.#options.logger.warn("fleet command share outcome unknown", {
+      command_id: command.commandId,
+      edge_id: edgeId,
+      reason: message,
+    });
+    this.#settle(
+      command,
+      edgeId,
+      create(EdgeCommandResultSchema, {
+        commandId: command.commandId,
+        status: "unknown",
+        summary: message,
+        error: { code, message, retryable: false },
+      }),
+      "unknown",
+      false,
+    );
+  }
+
+  /** Gives a share its result and status; `late` when it replaces `unknown`. */
+  #settle(
+    command: FleetCommand,
+    edgeId: string,
+    result: EdgeCommandResult,
+    status: ShareStatus,
+    late: boolean,
+  ): void {
     const state = command.edges.get(edgeId);
-    if (!state || state.result) return;
+    if (!state) return;
     state.result = result;
-    state.status = shareStatusOf(result.status);
+    state.status = status;
+    state.late = late;
+    state.learnedAtMs = this.#now();
     const key = `${command.commandId}/${edgeId}`;
-    clearTimeout(this.#timers.get(key));
+    this.#timers.get(key)?.();
     this.#timers.delete(key);
-    this.#emit({ commandId: command.commandId, edgeId, update: { case: "result", value: result } });
-    const states = [...command.edges.values()];
-    if (states.some((s) => !s.result)) return;
-    const ok = states.filter((s) => s.status === "succeeded").length;
-    command.outcome = ok === states.length ? "succeeded" : ok === 0 ? "failed" : "partial";
-    command.finishedAtMs = this.#now();
-    const results: Record<string, AuditEdgeResult> = {};
-    for (const [id, s] of command.edges) {
-      results[id] = {
-        status: s.status,
-        summary: (s.result?.summary ?? "").slice(0, 500),
-        errorCode: s.result?.error?.code ?? "",
-      };
-    }
-    try {
-      this.#options.audit.finish(command.commandId, command.outcome, command.finishedAtMs, results);
-    } catch (err) {
-      this.#options.logger.error("cannot write audit record", {
-        err,
+    this.#emit({
+      commandId: command.commandId,
+      edgeId,
+      update: { case: "result", value: result },
+      shareStatus: state.status,
+      late,
+    });
+    if (late) {
+      this.#options.onLateResult?.(command.kind, state.status);
+      this.#options.logger.info("fleet command share learned late", {
         command_id: command.commandId,
+        edge_id: edgeId,
+        status: state.status,
       });
     }
+    const outcome = commandOutcome([...command.edges.values()].map((s) => s.status));
+    if (outcome === "running") return;
+    const first = command.outcome === "running";
+    command.outcome = outcome;
+    if (first) command.finishedAtMs = this.#now();
+    this.#writeAudit(command, first);
+    if (!first) return;
     this.#options.onFinished?.(command.kind, command.outcome);
     this.#options.logger.info("fleet command finished", {
       command_id: command.commandId,
       outcome: command.outcome,
     });
     this.#prune();
+  }
+
+  #writeAudit(command: FleetCommand, first: boolean): void {
+    const results: Record<string, AuditEdgeResult> = {};
+    for (const [id, s] of command.edges) {
+      results[id] = auditResult(s.result, s.status, s.late, s.learnedAtMs);
+    }
+    const audit = this.#options.audit;
+    try {
+      if (first) audit.finish(command.commandId, command.outcome, command.finishedAtMs, results);
+      else audit.update(command.commandId, command.outcome, results);
+    } catch (err) {
+      this.#options.logger.error("cannot write audit record", {
+        err,
+        command_id: command.commandId,
+      });
+    }
+  }
+
+  /** A late answer for a command no longer in memory: the audit row alone is updated. */
+  #learnLateFromAudit(edgeId: string, result: EdgeCommandResult): void {
+    const audit = this.#options.audit;
+    try {
+      const record = audit.get(result.commandId);
+      const previous = record?.results[edgeId];
+      if (!record || previous?.status !== "unknown") return;
+      const status = shareStatusOf(result.status);
+      const results = {
+        ...record.results,
+        [edgeId]: auditResult(result, status, true, this.#now()),
+      };
+      audit.update(
+        result.commandId,
+        commandOutcome(Object.values(results).map((r) => r.status)),
+        results,
+      );
+      this.#options.onLateResult?.(record.kind, status);
+      this.#emit({
+        commandId: result.commandId,
+        edgeId,
+        update: { case: "result", value: result },
+        shareStatus: status,
+        late: true,
+      });
+    } catch (err) {
+      this.#options.logger.error("cannot write audit record", {
+        err,
+        command_id: result.commandId,
+      });
+    }
   }
 
   #prune(): void {
@@ -284,7 +412,7 @@ export class CommandCenter {
     }
   }
 
-  #emit(update: Omit<CommandUpdate, "$typeName">): void {
+  #emit(update: MessageInitShape<typeof CommandUpdateSchema>): void {
     const message = create(CommandUpdateSchema, update);
     for (const listener of this.#listeners) {
       try {
@@ -316,10 +444,4 @@ export function describe(command: EdgeCommandRequest): string {
     case undefined:
       return "empty";
   }
-}
-
-/** An edge's reported status as a share status; one this Control Plane does not know fails. */
-function shareStatusOf(status: string): ShareStatus {
-  const known = SHARE_STATUSES.find((s) => s === status);
-  return known === undefined || known === "running" ? "failed" : known;
 }

@@ -1,10 +1,12 @@
 /**
  * The command center without sockets: edges are recording fake links in a real registry, the
- * audit is a real SQLite store in memory, results arrive as the transport would hand them over.
+ * audit is a real SQLite store in memory, results arrive as the transport would hand them over,
+ * and deadline timers and the clock are fakes the tests move by hand.
  */
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import {
+  type CommandUpdate,
   type EdgeCommandRequest,
   EdgeCommandRequestSchema,
   EdgeCommandResultSchema,
@@ -12,6 +14,7 @@ import {
 } from "../../proto/gen/iop/v1/control_pb.ts";
 import { createLogger } from "../../shared/log.ts";
 import { CommandCenter } from "./commands.ts";
+import { commandOutcome } from "./outcome.ts";
 import type { CommandOutcome } from "./ports.ts";
 import { type EdgeLinkPort, EdgeRegistry } from "./registry.ts";
 import { openAuditStore } from "./store/audit_store.ts";
@@ -28,7 +31,7 @@ class RecordingEdge implements EdgeLinkPort {
   close(): void {}
 }
 
-function center(edges: string[], defaultTimeoutMs = 60_000) {
+function center(edges: string[], defaultTimeoutMs = 60_000, resultGraceMs = 0) {
   const registry = new EdgeRegistry({ eventsPerEdge: 10 });
   const links = new Map<string, RecordingEdge>();
   const attachments = new Map<string, ReturnType<EdgeRegistry["attach"]>>();
@@ -42,16 +45,33 @@ function center(edges: string[], defaultTimeoutMs = 60_000) {
   }
   const audit = openAuditStore(":memory:");
   const finished: [string, CommandOutcome][] = [];
+  const late: [string, string][] = [];
+  const timers: { ms: number; fire: () => void; cancelled: boolean }[] = [];
+  const clock = { now: 1_000 };
+  const updates: CommandUpdate[] = [];
   const commands = new CommandCenter({
     registry,
     audit,
     logger: createLogger("test", { level: "error" }),
     defaultTimeoutMs,
+    resultGraceMs,
     retained: 10,
     onFinished: (kind, outcome) => finished.push([kind, outcome]),
+    onLateResult: (kind, status) => late.push([kind, status]),
+    now: () => clock.now,
+    setTimer: (fire, ms) => {
+      const timer = { ms, fire, cancelled: false };
+      timers.push(timer);
+      return () => timer.cancelled = true;
+    },
   });
+  commands.subscribe((u) => updates.push(u));
   return {
     commands,
+    timers,
+    clock,
+    updates,
+    late,
     links,
     audit,
     finished,
@@ -106,7 +126,7 @@ Deno.test("a share whose edge reports a status this Control Plane does not know 
   assert.equal(command.outcome, "failed");
 });
 
-Deno.test("a lost edge fails its running shares as UNAVAILABLE; a late result changes nothing", () => {
+Deno.test("a lost edge makes its running shares unknown, not retryable; its late answer replaces them", () => {
   using c = center(["edge-a"]);
   const command = c.commands.submit({
     selector: create(EdgeSelectorSchema, { all: true, edgeIds: [] }),
@@ -117,11 +137,118 @@ Deno.test("a lost edge fails its running shares as UNAVAILABLE; a late result ch
   c.registry.detach(c.attachments.get("edge-a")!, "peer closed");
   c.commands.edgeLost("edge-a", "peer closed");
   const share = command.edges.get("edge-a")!;
-  assert.equal(share.status, "failed");
+  assert.equal(share.status, "unknown");
+  assert.equal(share.result?.status, "unknown");
   assert.equal(share.result?.error?.code, "UNAVAILABLE");
-  assert.equal(share.result?.error?.retryable, true);
-  c.commands.result("edge-a", result(command.commandId, "succeeded"));
-  assert.equal(share.status, "failed", "the first outcome stands");
+  assert.equal(share.result?.error?.retryable, false);
+  assert.match(share.result?.summary ?? "", /edge link lost while the command ran: peer closed/);
+  assert.equal(command.outcome, "unknown");
+  assert.equal(c.audit.get(command.commandId)?.results["edge-a"]?.retryable, false);
+
+  c.clock.now = 5_000;
+  c.commands.result("edge-a", result(command.commandId, "succeeded", "reloaded"));
+  assert.deepEqual([share.status, share.late, share.learnedAtMs], ["succeeded", true, 5_000]);
+  assert.equal(command.outcome, "succeeded");
+  assert.deepEqual(c.finished, [["reload", "unknown"]], "finished is counted once");
+  assert.deepEqual(c.late, [["reload", "succeeded"]]);
+  c.commands.result("edge-a", result(command.commandId, "failed"));
+  assert.equal(share.status, "succeeded", "a known answer is not replaced");
+});
+
+Deno.test("a share past its deadline plus grace is unknown, and the late result updates the record and the audit", () => {
+  using c = center(["edge-a", "edge-b"], 60_000, 2_000);
+  const command = c.commands.submit({
+    selector: create(EdgeSelectorSchema, { all: true, edgeIds: [] }),
+    command: create(EdgeCommandRequestSchema, {
+      timeoutMs: 1_500,
+      kind: { case: "agent", value: { agentId: "deployer", command: "deploy", input: "v9" } },
+    }),
+    actor: "dave",
+    via: "http",
+  });
+  assert.deepEqual(
+    [...c.links.values()].map((l) => l.sent[0]?.timeoutMs),
+    [1_500, 1_500],
+    "the edge gets the deadline it must enforce",
+  );
+  assert.deepEqual(c.timers.map((t) => t.ms), [3_500, 3_500], "deadline plus grace");
+  c.commands.result("edge-a", result(command.commandId, "succeeded", "deployed v9"));
+  assert.equal(c.timers[0]?.cancelled, true);
+  c.clock.now = 4_500;
+  c.timers[1]!.fire();
+  const share = command.edges.get("edge-b")!;
+  assert.equal(share.status, "unknown");
+  assert.equal(share.result?.error?.code, "TIMEOUT");
+  assert.equal(share.result?.error?.retryable, false);
+  assert.equal(command.outcome, "unknown");
+  assert.equal(command.finishedAtMs, 4_500);
+  const before = c.audit.get(command.commandId)!;
+  assert.equal(before.outcome, "unknown");
+  assert.deepEqual(before.results["edge-b"], {
+    status: "unknown",
+    summary: "outcome unknown: no result within 3500 ms (deadline 1500 ms)",
+    errorCode: "TIMEOUT",
+    retryable: false,
+    late: false,
+    learnedAtMs: 4_500,
+  });
+
+  c.clock.now = 9_000;
+  c.commands.result("edge-b", result(command.commandId, "succeeded", "deployed v9"));
+  assert.deepEqual([share.status, share.late, share.learnedAtMs], ["succeeded", true, 9_000]);
+  assert.equal(command.outcome, "succeeded");
+  const after = c.audit.get(command.commandId)!;
+  assert.equal(after.outcome, "succeeded");
+  assert.equal(after.finishedAtMs, 4_500, "the first end stays");
+  assert.deepEqual(after.results["edge-b"], {
+    status: "succeeded",
+    summary: "deployed v9",
+    errorCode: "",
+    retryable: false,
+    late: true,
+    learnedAtMs: 9_000,
+  });
+  const lastUpdate = c.updates.at(-1)!;
+  assert.deepEqual(
+    [lastUpdate.edgeId, lastUpdate.shareStatus, lastUpdate.late, lastUpdate.update.case],
+    ["edge-b", "succeeded", true, "result"],
+  );
+});
+
+Deno.test("a late answer for a command no longer in memory still updates its audit row", () => {
+  using c = center(["edge-a"]);
+  const first = c.commands.submit({
+    selector: create(EdgeSelectorSchema, { all: true, edgeIds: [] }),
+    command: reload(),
+    actor: "erin",
+    via: "http",
+  });
+  c.commands.edgeLost("edge-a", "reset");
+  // Eleven more finished commands push the first out of the ten kept in memory.
+  for (let i = 0; i < 11; i++) {
+    const next = c.commands.submit({
+      selector: create(EdgeSelectorSchema, { all: true, edgeIds: [] }),
+      command: reload(),
+      actor: "erin",
+      via: "http",
+    });
+    c.commands.result("edge-a", result(next.commandId, "succeeded"));
+  }
+  assert.equal(c.commands.get(first.commandId), undefined);
+  c.commands.result("edge-a", result(first.commandId, "failed", "bad yaml"));
+  const row = c.audit.get(first.commandId)!;
+  assert.equal(row.outcome, "failed");
+  assert.deepEqual([row.results["edge-a"]?.status, row.results["edge-a"]?.late], ["failed", true]);
+});
+
+Deno.test("the outcome rule: unknown without a known failure, failed or partial with one", () => {
+  assert.equal(commandOutcome(["succeeded", "succeeded"]), "succeeded");
+  assert.equal(commandOutcome(["succeeded", "unknown"]), "unknown");
+  assert.equal(commandOutcome(["unknown", "unknown"]), "unknown");
+  assert.equal(commandOutcome(["failed", "unknown"]), "failed");
+  assert.equal(commandOutcome(["cancelled", "failed"]), "failed");
+  assert.equal(commandOutcome(["succeeded", "failed", "unknown"]), "partial");
+  assert.equal(commandOutcome(["succeeded", "running", "unknown"]), "running");
 });
 
 Deno.test("a selector that matches no edge and an empty command are refused", () => {

@@ -32,6 +32,8 @@ export interface CpConfig {
     maxFrameBytes: number;
     heartbeatIntervalMs: number;
     helloTimeoutMs: number;
+    /** Connections not yet past their hello (handshaking, logging in) allowed at once. */
+    maxPendingConnections: number;
     /** `wire.tls` or `wire.insecure_plaintext`; the Control Plane refuses to start with neither. */
     security: LinkSecurity<ListenTlsFiles>;
     /**
@@ -44,7 +46,12 @@ export interface CpConfig {
   admin: { tokens: string[] };
   audit: { path: string };
   registry: { eventsPerEdge: number; statusTimeoutMs: number };
-  commands: { defaultTimeoutMs: number; retained: number };
+  /**
+   * `default_timeout_ms`: the deadline of a command that names none (sent to the edge, which
+   * enforces it); `result_grace_ms`: how much longer the Control Plane waits for the edge's
+   * answer before it records the share as unknown; `retained`: finished commands kept.
+   */
+  commands: { defaultTimeoutMs: number; resultGraceMs: number; retained: number };
 }
 
 /** One edge the Control Plane admits: its id and the credential that proves it. */
@@ -145,6 +152,7 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
       maxFrameBytes: wire.number("max_frame_bytes", 1024 * 1024, { min: 1024 }),
       heartbeatIntervalMs: wire.number("heartbeat_interval_ms", 2000, { min: 50 }),
       helloTimeoutMs: wire.number("hello_timeout_ms", 10_000, { min: 100 }),
+      maxPendingConnections: wire.number("max_pending_connections", 256, { min: 1 }),
       security: readListenTls(wire),
       edges: parseEdgeGrants(wire),
     },
@@ -156,6 +164,7 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
     },
     commands: {
       defaultTimeoutMs: commands.number("default_timeout_ms", 600_000, { min: 100 }),
+      resultGraceMs: commands.number("result_grace_ms", 5_000, { min: 0 }),
       retained: commands.number("retained", 500, { min: 1 }),
     },
   };

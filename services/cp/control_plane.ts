@@ -57,8 +57,10 @@ export async function startControlPlane(
     audit,
     logger,
     defaultTimeoutMs: config.commands.defaultTimeoutMs,
+    resultGraceMs: config.commands.resultGraceMs,
     retained: config.commands.retained,
     onFinished: (kind, outcome) => metrics.commandsFinished.labels(kind, outcome).inc(),
+    onLateResult: (kind, status) => metrics.commandLateResults.labels(kind, status).inc(),
   });
   if (config.wire.edges.length === 0) {
     logger.warn("no edges configured under wire.edges: every edge will be refused");

@@ -1,6 +1,7 @@
 /**
- * Prometheus metrics of the Control Plane: attached edges and fleet commands by kind and
- * outcome. Wire counters come from `shared/wire/wire_metrics.ts`.
+ * Prometheus metrics of the Control Plane: attached edges, fleet commands by kind and outcome,
+ * and late answers that replaced an unknown share. Wire counters come from
+ * `shared/wire/wire_metrics.ts`.
  * @module
  */
 import { Counter, Gauge, type Registry } from "prom-client";
@@ -10,6 +11,7 @@ export interface CpMetrics {
   edgesConnected: Gauge;
   edgeHellos: Counter<"verdict">;
   commandsFinished: Counter<"kind" | "outcome">;
+  commandLateResults: Counter<"kind" | "status">;
 }
 
 /** Declares the Control Plane metrics in `registry`. */
@@ -28,8 +30,14 @@ export function createCpMetrics(registry: Registry): CpMetrics {
     }),
     commandsFinished: new Counter({
       name: "iop_cp_commands_finished_total",
-      help: "Fleet commands finished, by kind and outcome.",
+      help: "Fleet commands finished, by kind and first outcome.",
       labelNames: ["kind", "outcome"],
+      registers: [registry],
+    }),
+    commandLateResults: new Counter({
+      name: "iop_cp_command_late_results_total",
+      help: "Edge answers that arrived after a share was recorded unknown, by kind and status.",
+      labelNames: ["kind", "status"],
       registers: [registry],
     }),
   };

@@ -3,8 +3,12 @@
  * @module
  */
 
-/** How one edge's share of a fleet command stands: running until the edge answers. */
-export type ShareStatus = "running" | "succeeded" | "failed" | "cancelled";
+/**
+ * How one edge's share of a fleet command stands: running until the edge answers; `unknown`
+ * when the Control Plane cannot know (no answer by its deadline, or the link was lost while it
+ * ran): the work may have happened, so it is never retryable. A late answer replaces `unknown`.
+ */
+export type ShareStatus = "running" | "succeeded" | "failed" | "cancelled" | "unknown";
 
 /** Every {@linkcode ShareStatus}. */
 export const SHARE_STATUSES: readonly ShareStatus[] = [
@@ -12,19 +16,34 @@ export const SHARE_STATUSES: readonly ShareStatus[] = [
   "succeeded",
   "failed",
   "cancelled",
+  "unknown",
 ];
 
 /**
- * How a fleet command stands: running, then succeeded (every edge), failed (none) or partial;
+ * How a fleet command stands, from its shares (see `commandOutcome` in `outcome.ts`): running
+ * while any share runs; then succeeded (every share), unknown (some unknown, none failed or
+ * cancelled), failed (none succeeded) or partial (some succeeded, some failed or cancelled);
  * interrupted when the Control Plane stopped before it ended.
  */
-export type CommandOutcome = "running" | "succeeded" | "failed" | "partial" | "interrupted";
+export type CommandOutcome =
+  | "running"
+  | "succeeded"
+  | "failed"
+  | "partial"
+  | "unknown"
+  | "interrupted";
 
 /** One edge's outcome of a fleet command, as kept in the audit log. */
 export interface AuditEdgeResult {
   status: ShareStatus;
   summary: string;
   errorCode: string;
+  /** Whether the edge (or the Control Plane, for a share it failed itself) says a retry may help. */
+  retryable: boolean;
+  /** True when the edge's answer replaced `unknown`: it came after the deadline or a lost link. */
+  late: boolean;
+  /** When the Control Plane learned this status; 0 in rows written before it was kept. */
+  learnedAtMs: number;
 }
 
 /** One audited fleet command: who asked what of which edges, when, and how it ended. */
@@ -56,6 +75,17 @@ export interface AuditLog {
     finishedAtMs: number,
     results: Record<string, AuditEdgeResult>,
   ): void;
+  /**
+   * Rewrites a finished command's outcome and per-edge results when a late answer changed them;
+   * finishedAtMs stays when the command first ended.
+   */
+  update(
+    commandId: string,
+    outcome: CommandOutcome,
+    results: Record<string, AuditEdgeResult>,
+  ): void;
+  /** One record by command id. */
+  get(commandId: string): AuditRecord | undefined;
   /** The most recent records, newest first. */
   recent(limit: number): AuditRecord[];
   close(): void;

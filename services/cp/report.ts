@@ -1,9 +1,14 @@
 /**
  * The fleet report: per edge, its health and what it reported (nodes, providers with
- * in-flight/queued counts, agents), and fleet-wide totals. Built only from the registry.
+ * in-flight/queued counts, agents), fleet-wide totals from the registry, and how recent fleet
+ * commands ended from the audit, with the shares whose outcome is unknown or was learned late.
  * @module
  */
 import type { EdgeView } from "../../proto/gen/iop/v1/control_pb.ts";
+import type { AuditRecord, CommandOutcome, ShareStatus } from "./ports.ts";
+
+/** Most shares listed under `commands.unknown` and `commands.late`. */
+const SHARES_LISTED = 50;
 
 /** One edge's line in the fleet report. */
 export interface EdgeReport {
@@ -19,6 +24,24 @@ export interface EdgeReport {
   runsInFlight: number;
 }
 
+/** How the most recent fleet commands ended. */
+export interface CommandsReport {
+  /** Audit rows looked at, newest first. */
+  considered: number;
+  /** Commands by outcome (running, succeeded, failed, partial, unknown, interrupted). */
+  outcomes: Partial<Record<CommandOutcome, number>>;
+  /** Shares still unknown (deadline passed or link lost without an answer): check by hand. */
+  unknown: { commandId: string; edgeId: string; kind: string; detail: string; sinceMs: number }[];
+  /** Shares whose edge answered after they were recorded unknown ("completed late"). */
+  late: {
+    commandId: string;
+    edgeId: string;
+    kind: string;
+    status: ShareStatus;
+    learnedAtMs: number;
+  }[];
+}
+
 /** The whole fleet report. */
 export interface FleetReport {
   generatedAtMs: number;
@@ -27,10 +50,15 @@ export interface FleetReport {
   runsInFlight: number;
   agents: Record<string, number>;
   perEdge: EdgeReport[];
+  commands: CommandsReport;
 }
 
-/** Builds the fleet report from the registry's edge views. */
-export function buildFleetReport(views: readonly EdgeView[], nowMs: number): FleetReport {
+/** Builds the fleet report from the registry's edge views and the newest audit records. */
+export function buildFleetReport(
+  views: readonly EdgeView[],
+  nowMs: number,
+  records: readonly AuditRecord[] = [],
+): FleetReport {
   const perEdge = views.map((v): EdgeReport => {
     const nodes = v.status?.nodes ?? [];
     const connected = nodes.filter((n) => n.connected).length;
@@ -66,5 +94,27 @@ export function buildFleetReport(views: readonly EdgeView[], nowMs: number): Fle
     runsInFlight: perEdge.reduce((n, e) => n + e.runsInFlight, 0),
     agents,
     perEdge,
+    commands: commandsReport(records),
   };
+}
+
+function commandsReport(records: readonly AuditRecord[]): CommandsReport {
+  const report: CommandsReport = {
+    considered: records.length,
+    outcomes: {},
+    unknown: [],
+    late: [],
+  };
+  for (const r of records) {
+    report.outcomes[r.outcome] = (report.outcomes[r.outcome] ?? 0) + 1;
+    for (const [edgeId, share] of Object.entries(r.results)) {
+      const base = { commandId: r.commandId, edgeId, kind: r.kind };
+      if (share.status === "unknown" && report.unknown.length < SHARES_LISTED) {
+        report.unknown.push({ ...base, detail: r.detail, sinceMs: share.learnedAtMs });
+      } else if (share.late && report.late.length < SHARES_LISTED) {
+        report.late.push({ ...base, status: share.status, learnedAtMs: share.learnedAtMs });
+      }
+    }
+  }
+  return report;
 }

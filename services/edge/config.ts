@@ -31,6 +31,7 @@ import {
   type AdapterSettingsByKind,
 } from "../../shared/adapter_kinds/catalog.ts";
 import type { CliProfile } from "../../shared/adapter_kinds/cli.ts";
+import { offers } from "./routing.ts";
 
 /**
  * An adapter instance a node record declares: its name, and its kind's settings flattened in
@@ -59,7 +60,6 @@ export interface NodeRecord {
   id: string;
   alias: string;
   token: string;
-  maxConcurrentRuns: number;
   adapters: NodeAdapterRecord[];
   providers: ProviderRecord[];
 }
@@ -89,17 +89,40 @@ export interface AgentRecord {
   commands: { name: string; adapter: string; target: string }[];
 }
 
+/**
+ * The public HTTP listener and what it lets in (`services/edge/http/request_guard.ts` applies
+ * the `allowedHosts`, `cors` and `allowMockMetadata` keys; README "Hostile clients").
+ */
+export interface EdgeHttpConfig {
+  host: string;
+  port: number;
+  maxBodyBytes: number;
+  apiKeys: string[];
+  /**
+   * Extra `Host` names (optionally `name:port`) accepted besides the defaults (bind address,
+   * loopback names, the host of `a2a.public_url`; with a wildcard bind also IP literals and
+   * dotless names); `*` turns the check off (behind a proxy that checks Host itself).
+   */
+  allowedHosts: string[];
+  /** Browser origins (`scheme://host[:port]`, or `*`) allowed to call; empty = CORS off. */
+  cors: { allowedOrigins: string[] };
+  /** Whether public clients may set the mock adapter's `mock.*` run metadata knobs. */
+  allowMockMetadata: boolean;
+}
+
 /** The whole validated Edge configuration. */
 export interface EdgeConfig {
   file: string;
   edge: { id: string; labels: Record<string, string> };
-  http: { host: string; port: number; maxBodyBytes: number; apiKeys: string[] };
+  http: EdgeHttpConfig;
   wire: {
     host: string;
     port: number;
     maxFrameBytes: number;
     heartbeatIntervalMs: number;
     registerTimeoutMs: number;
+    /** Connections not yet registered (handshaking, logging in) allowed at once. */
+    maxPendingConnections: number;
     /** `wire.tls` or `wire.insecure_plaintext`; the Edge refuses to start with neither. */
     security: LinkSecurity<ListenTlsFiles>;
   };
@@ -123,6 +146,8 @@ export const EDGE_ENV: readonly EnvOverride[] = [
   { env: "IOP_EDGE_HTTP_HOST", path: "http.host", type: "string" },
   { env: "IOP_EDGE_HTTP_PORT", path: "http.port", type: "number" },
   { env: "IOP_EDGE_API_KEYS", path: "http.api_keys", type: "list" },
+  { env: "IOP_EDGE_HTTP_ALLOWED_HOSTS", path: "http.allowed_hosts", type: "list" },
+  { env: "IOP_EDGE_CORS_ALLOWED_ORIGINS", path: "http.cors.allowed_origins", type: "list" },
   { env: "IOP_EDGE_WIRE_HOST", path: "wire.host", type: "string" },
   { env: "IOP_EDGE_WIRE_PORT", path: "wire.port", type: "number" },
   { env: "IOP_EDGE_HEARTBEAT_INTERVAL_MS", path: "wire.heartbeat_interval_ms", type: "number" },
@@ -194,6 +219,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
     ]),
     "model name or alias",
   );
+  models.forEach((m, i) => checkServable(file, nodes, m, `models[${i}]`));
   return {
     file,
     edge: { id: edge.nonEmpty("id", "edge-local"), labels: edge.stringMap("labels") },
@@ -202,6 +228,9 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       port: http.number("port", 8080, { min: 0, max: 65535 }),
       maxBodyBytes: http.number("max_body_bytes", 1024 * 1024, { min: 1024 }),
       apiKeys: readStoredSecrets(http, "api_keys"),
+      allowedHosts: readAllowedHosts(http),
+      cors: { allowedOrigins: readAllowedOrigins(http.section("cors")) },
+      allowMockMetadata: http.boolean("allow_mock_metadata", false),
     },
     wire: {
       host: wire.nonEmpty("host", "127.0.0.1"),
@@ -209,6 +238,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       maxFrameBytes: wire.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 }),
       heartbeatIntervalMs: wire.number("heartbeat_interval_ms", 2000, { min: 50 }),
       registerTimeoutMs: wire.number("register_timeout_ms", 10_000, { min: 100 }),
+      maxPendingConnections: wire.number("max_pending_connections", 256, { min: 1 }),
       security: readListenTls(wire),
     },
     controlPlane: {
@@ -226,6 +256,38 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
     models,
     agents: root.list("agents").map(parseAgent),
   };
+}
+
+/** `http.allowed_hosts`: `*`, or host names / IP literals with an optional port. */
+function readAllowedHosts(http: ConfigReader): string[] {
+  return http.strings("allowed_hosts").map((entry, i) => {
+    const host = entry.trim().toLowerCase();
+    if (host === "*") return host;
+    const url = URL.parse(`http://${host}/`);
+    if (!url || host === "" || /[/?#@\s]/.test(host)) {
+      throw http.error(
+        `allowed_hosts[${i}]`,
+        `must be a host name or IP literal with an optional port: current value is '${entry}'`,
+      );
+    }
+    return url.port === "" ? url.hostname : `${url.hostname}:${url.port}`;
+  });
+}
+
+/** `http.cors.allowed_origins`: `*`, or origins as a browser sends them (`https://a.example`). */
+function readAllowedOrigins(cors: ConfigReader): string[] {
+  return cors.strings("allowed_origins").map((entry, i) => {
+    const origin = entry.trim().replace(/\/+$/, "");
+    if (origin === "*") return origin;
+    const url = URL.parse(origin);
+    if (!url || url.origin === "null" || url.origin !== origin.toLowerCase()) {
+      throw cors.error(
+        `allowed_origins[${i}]`,
+        `must be an origin such as https://app.example.com (scheme, host, optional port; no path): current value is '${entry}'`,
+      );
+    }
+    return url.origin;
+  });
 }
 
 function checkUnique(file: string, entries: [string, string][], what: string): void {
@@ -285,17 +347,57 @@ function parseNode(r: ConfigReader): NodeRecord {
     if (!matches[0]!.enabled) {
       throw r.error(path, `adapter '${p.adapter}' is disabled on this node`);
     }
+    // A pool queues and caps its providers; a CLI run must start at once or be refused.
+    if (matches[0]!.kind === "cli") {
+      throw r.error(
+        path,
+        `'${p.adapter}' is a cli adapter; CLI profiles are never queued: expose them with a direct model route`,
+      );
+    }
   });
+  if (r.has("max_concurrent_runs")) {
+    throw r.error(
+      "max_concurrent_runs",
+      "was removed: a node no longer caps its runs; concurrency is limited per provider by " +
+        "providers[].max_concurrency (pool models queue on it), and direct routes run at once",
+    );
+  }
   return {
     id: r.nonEmpty("id"),
     // Absent means no alias; one written out must name something.
     alias: r.has("alias") ? r.nonEmpty("alias") : "",
     // Plain or sha256:<hex> (`deno task hash-secret`); a malformed hash fails here.
     token: readStoredSecret(r, "token"),
-    maxConcurrentRuns: r.number("max_concurrent_runs", 0, { min: 0 }),
     adapters,
     providers,
   };
+}
+
+/**
+ * Refuses a model no configured node could ever serve: a pool model needs a provider of its
+ * model group, a direct model an enabled adapter that runs its target on some node. (A reload
+ * validates the whole file the same way, so such a model never reaches `/v1/models`.)
+ */
+function checkServable(
+  file: string,
+  nodes: readonly NodeRecord[],
+  model: ModelRecord,
+  path: string,
+): void {
+  if (model.route === "pool") {
+    if (nodes.some((n) => n.providers.some((p) => p.modelGroup === model.name))) return;
+    throw new ConfigError(
+      file,
+      `${path}.name`,
+      `pool model '${model.name}' has no provider: no node declares a provider with model_group '${model.name}'`,
+    );
+  }
+  if (nodes.some((n) => offers(n, model.adapter, model.target))) return;
+  throw new ConfigError(
+    file,
+    `${path}.adapter`,
+    `direct model '${model.name}' cannot be served: no node has an enabled adapter '${model.adapter}' that runs target '${model.target}'`,
+  );
 }
 
 function parseAdapter(r: ConfigReader): NodeAdapterRecord {

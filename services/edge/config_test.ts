@@ -58,6 +58,21 @@ Deno.test("the shipped deploy/config/edge.yaml is valid", async () => {
   assert.ok(config.nodes[0]!.adapters.some((a) => a.kind === "cli"));
 });
 
+Deno.test("the shipped compose edge configs are valid and queue no CLI profile", async () => {
+  for (const name of ["edge-a", "edge-b"]) {
+    const config = await loadEdgeConfig(
+      new URL(`../../compose/config/${name}.yaml`, import.meta.url).pathname,
+      () => undefined,
+    );
+    const whoami = config.models.find((m) => m.name === "whoami");
+    assert.deepEqual([whoami?.route, whoami?.adapter, whoami?.target], ["direct", "cli", "whoami"]);
+    for (const n of config.nodes) {
+      const cli = new Set(n.adapters.filter((a) => a.kind === "cli").map((a) => a.name));
+      assert.ok(n.providers.every((p) => !cli.has(p.adapter)), `${name}: ${n.id} pools a CLI`);
+    }
+  }
+});
+
 Deno.test("invalid YAML is reported with the file name and the line", async () => {
   await withFile("edge:\n  id: a\nnodes:\n  - id: x\n   token: [unclosed\n", async (path) => {
     const err = await loadEdgeConfig(path, () => undefined).catch((e) => e);
@@ -152,6 +167,89 @@ Deno.test("a provider whose adapter is disabled is rejected", () => {
   );
 });
 
+Deno.test("a cli adapter as a pool provider is rejected: CLI profiles are never queued", () => {
+  const raw = {
+    nodes: [node("a", {
+      adapters: [
+        { name: "mock", kind: "mock" },
+        { name: "shell", kind: "cli", profiles: [{ name: "whoami", command: "sh" }] },
+      ],
+      providers: [
+        { id: "p-mock", adapter: "mock", target: "demo", model_group: "demo" },
+        { id: "p-cli", adapter: "shell", target: "whoami", model_group: "whoami" },
+      ],
+    })],
+  };
+  assert.throws(() => parseEdgeConfig(raw, FILE), {
+    name: "ConfigError",
+    message: "edge.yaml: nodes[0].providers[1].adapter: 'shell' is a cli adapter; CLI profiles " +
+      "are never queued: expose them with a direct model route",
+  });
+});
+
+Deno.test("max_concurrent_runs on a node is rejected as removed, naming what limits now", () => {
+  assert.throws(() => parseEdgeConfig({ nodes: [node("a", { max_concurrent_runs: 4 })] }, FILE), {
+    name: "ConfigError",
+    message: "edge.yaml: nodes[0].max_concurrent_runs: was removed: a node no longer caps its " +
+      "runs; concurrency is limited per provider by providers[].max_concurrency (pool models " +
+      "queue on it), and direct routes run at once",
+  });
+  // Even 0 (the old "unlimited") is refused: the key itself is gone.
+  rejects(
+    { nodes: [node("a", { max_concurrent_runs: 0 })] },
+    "nodes[0].max_concurrent_runs",
+    /was removed/,
+  );
+});
+
+Deno.test("a pool model with no provider of its model group on any node is rejected", () => {
+  const providers = [{ id: "p", adapter: "mock", target: "demo", model_group: "demo" }];
+  assert.throws(
+    () =>
+      parseEdgeConfig({
+        nodes: [node("a", { providers })],
+        models: [{ name: "demo", route: "pool" }, { name: "llama" }],
+      }, FILE),
+    {
+      name: "ConfigError",
+      message: "edge.yaml: models[1].name: pool model 'llama' has no provider: no node declares " +
+        "a provider with model_group 'llama'",
+    },
+  );
+  const ok = parseEdgeConfig(
+    { nodes: [node("a", { providers })], models: [{ name: "demo" }] },
+    FILE,
+  );
+  assert.deepEqual(ok.models.map((m) => [m.name, m.route]), [["demo", "pool"]]);
+});
+
+Deno.test("a direct model no node can run is rejected; one some node runs loads", () => {
+  const cli = { name: "cli", kind: "cli", profiles: [{ name: "echo", command: "sh" }] };
+  const nodes = [
+    node("a"),
+    node("b", { adapters: [cli, { name: "off", kind: "mock", enabled: false }] }),
+  ];
+  for (const [adapter, target] of [["cli", "nope"], ["shell", "echo"], ["off", "x"]]) {
+    assert.throws(
+      () => parseEdgeConfig({ nodes, models: [{ name: "m", adapter, target }] }, FILE),
+      {
+        name: "ConfigError",
+        message: `edge.yaml: models[0].adapter: direct model 'm' cannot be served: no node has ` +
+          `an enabled adapter '${adapter}' that runs target '${target}'`,
+      },
+    );
+  }
+  const ok = parseEdgeConfig({
+    nodes,
+    models: [{ name: "echo", adapter: "cli", target: "echo" }, {
+      name: "d",
+      adapter: "mock",
+      target: "any",
+    }],
+  }, FILE);
+  assert.deepEqual(ok.models.map((m) => [m.name, m.route]), [["echo", "direct"], ["d", "direct"]]);
+});
+
 Deno.test("duplicate adapter names on one node are rejected", () => {
   rejects(
     {
@@ -239,4 +337,59 @@ Deno.test("a plain node token whose hash another node stores is a duplicate", ()
     "nodes[1].token",
     /duplicate node token 'sha256:…' \(first at nodes\[0\]\.token\)/,
   );
+});
+
+Deno.test("http.allowed_hosts, http.cors.allowed_origins and allow_mock_metadata default closed", () => {
+  const config = parseEdgeConfig({}, FILE);
+  assert.deepEqual(config.http.allowedHosts, []);
+  assert.deepEqual(config.http.cors, { allowedOrigins: [] });
+  assert.equal(config.http.allowMockMetadata, false);
+});
+
+Deno.test("http.allowed_hosts and cors origins are normalized as a browser would send them", () => {
+  const config = parseEdgeConfig({
+    http: {
+      allowed_hosts: ["Edge.Example.com", "edge.internal:8443", "[::1]:80", "*"],
+      cors: { allowed_origins: ["https://App.example.com/", "http://localhost:5173", "*"] },
+      allow_mock_metadata: true,
+    },
+  }, FILE);
+  assert.deepEqual(config.http.allowedHosts, [
+    "edge.example.com",
+    "edge.internal:8443",
+    "[::1]",
+    "*",
+  ]);
+  assert.deepEqual(config.http.cors.allowedOrigins, [
+    "https://app.example.com",
+    "http://localhost:5173",
+    "*",
+  ]);
+  assert.equal(config.http.allowMockMetadata, true);
+});
+
+Deno.test("a malformed allowed host or origin is rejected at its key path", () => {
+  rejects(
+    { http: { allowed_hosts: ["edge.example.com/path"] } },
+    "http.allowed_hosts[0]",
+    /host name/,
+  );
+  rejects(
+    { http: { cors: { allowed_origins: ["https://a.example/app"] } } },
+    "http.cors.allowed_origins[0]",
+    /must be an origin/,
+  );
+  rejects({ http: { allow_mock_metadata: "yes" } }, "http.allow_mock_metadata", /true or false/);
+});
+
+Deno.test("IOP_EDGE_HTTP_ALLOWED_HOSTS and IOP_EDGE_CORS_ALLOWED_ORIGINS set the lists", async () => {
+  await withFile("edge: { id: e }\n", async (path) => {
+    const env: Record<string, string> = {
+      IOP_EDGE_HTTP_ALLOWED_HOSTS: "edge.example.com, edge-b",
+      IOP_EDGE_CORS_ALLOWED_ORIGINS: "https://app.example.com",
+    };
+    const config = await loadEdgeConfig(path, (name) => env[name]);
+    assert.deepEqual(config.http.allowedHosts, ["edge.example.com", "edge-b"]);
+    assert.deepEqual(config.http.cors.allowedOrigins, ["https://app.example.com"]);
+  });
 });

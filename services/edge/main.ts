@@ -116,23 +116,26 @@ logger.info("edge listening", {
   nodes_configured: config.nodes.length,
 });
 
-// The Control Plane link is optional: the Edge serves everything without it.
-const cpLink = config.controlPlane.address
-  ? startCpLink({
-    service,
-    agents: new DomainAgents(service),
-    version: IOP_VERSION,
-    logger: createLogger("edge.cp_link").with({ edge_id: config.edge.id }),
-    wireMetrics: createWireMetrics(registry, "edge", "control_plane"),
-  })
-  : undefined;
+// One set of domain agents for the Control Plane link and the console, so both see one state.
+const agents = new DomainAgents(service);
+
+// The Control Plane link is optional: the Edge serves everything without it. The link always
+// runs and idles while `control_plane.address` is empty, so a reload can attach, move or detach
+// the Control Plane.
+const cpLink = startCpLink({
+  service,
+  agents,
+  version: IOP_VERSION,
+  logger: createLogger("edge.cp_link").with({ edge_id: config.edge.id }),
+  wireMetrics: createWireMetrics(registry, "edge", "control_plane"),
+});
 
 let stopping = false;
 const shutdown = async (reason: string) => {
   if (stopping) return;
   stopping = true;
   logger.info("edge stopping", { reason });
-  await cpLink?.stop();
+  await cpLink.stop();
   await wire.close();
   await http.shutdown();
   a2aTasks.close();
@@ -147,7 +150,11 @@ if (
   (Deno.stdin.isTerminal() && !Deno.args.includes("--no-console"))
 ) {
   const encoder = new TextEncoder();
-  const console = new OpsConsole(service, (text) => Deno.stdout.writeSync(encoder.encode(text)));
+  const console = new OpsConsole(
+    service,
+    (text) => Deno.stdout.writeSync(encoder.encode(text)),
+    agents,
+  );
   await console.serve(Deno.stdin.readable);
   if (!Deno.args.includes("--stay")) await shutdown("console closed");
 }

@@ -5,7 +5,7 @@
  * @module
  */
 import type { RunEvent, RunInput, TerminalRunEvent, Usage } from "../../shared/run.ts";
-import type { EdgeConfig } from "./config.ts";
+import type { EdgeConfig, NodeRecord } from "./config.ts";
 
 /** A run to submit: an `adapter + target` input, optionally pinned to a node or a model group. */
 export interface RunSubmission extends RunInput {
@@ -16,12 +16,22 @@ export interface RunSubmission extends RunInput {
    * and target, and the run may wait in the pool's queue.
    */
   modelGroup?: string;
+  /**
+   * What to do when the node holding the run's CLI session is not connected: `fail` (the
+   * default) with UNAVAILABLE naming the node, or `start_new` the session on another node.
+   */
+  onSessionLost?: "fail" | "start_new";
 }
 
 /** Options of {@linkcode EdgeService.submitRun}. */
 export interface SubmitOptions {
   /** Aborting removes a queued run or cancels a dispatched one. */
   signal?: AbortSignal;
+  /**
+   * Node id a pool should choose when one of its providers there has a free slot (session
+   * affinity of a model run); otherwise the pool routes as usual.
+   */
+  preferNode?: string;
 }
 
 /** A dispatched run. */
@@ -73,12 +83,28 @@ export interface AdapterCapabilitiesView {
 }
 
 /** A command the Edge sends to a Node over its link. */
-export type NodeCommand = { type: "history"; limit: number } | { type: "capabilities" };
+export type NodeCommand =
+  | { type: "history"; limit: number }
+  | { type: "capabilities" }
+  | { type: "run_output"; runId: string };
+
+/**
+ * One run's whole output as its Node stored it: `found` false when the Node's history has no such
+ * run; `truncated` when the run printed more than the Node keeps (the output then ends with a line
+ * saying at how many bytes).
+ */
+export interface RunOutputView {
+  runId: string;
+  found: boolean;
+  output: string;
+  truncated: boolean;
+}
 
 /** The answer to a {@linkcode NodeCommand}. */
 export type NodeCommandResult =
   | { type: "history"; runs: RunRecordView[] }
-  | { type: "capabilities"; adapters: AdapterCapabilitiesView[] };
+  | { type: "capabilities"; adapters: AdapterCapabilitiesView[] }
+  | ({ type: "run_output" } & RunOutputView);
 
 /** What the service needs from the transport to reach one connected Node. */
 export interface NodeLink {
@@ -88,12 +114,21 @@ export interface NodeLink {
   command(command: NodeCommand, timeoutMs: number): Promise<NodeCommandResult>;
   /** Closes the link; the transport then reports the node disconnected. */
   close(reason: string): void;
+  /**
+   * Pushes a new configuration, built from `record`, as `version`; the node acknowledges it in
+   * its config_applied report. Absent: the link cannot reconfigure, and a changed record closes
+   * it instead (the node re-registers with the new one). Rejects when the link is down.
+   */
+  configure?(record: NodeRecord, version: number): Promise<void>;
 }
 
-/** A resource of a node in the status snapshot: a provider, or an adapter when no catalog exists. */
+/**
+ * A resource of a node in the status snapshot: a provider, a CLI profile, or an adapter that no
+ * provider stands for.
+ */
 export interface ResourceStatus {
-  kind: "provider" | "adapter";
-  /** Provider id, or adapter name. */
+  kind: "provider" | "profile" | "adapter";
+  /** Provider id, `<adapter>/<profile>`, or adapter name. */
   id: string;
   adapter: string;
   adapterKind: string;
@@ -106,6 +141,14 @@ export interface ResourceStatus {
   enabled: boolean;
   /** Why the connected node refused its adapter (e.g. its policy); "" when it did not. */
   refused: string;
+  /**
+   * False when the connected node reported this resource's adapter (or CLI profile) unhealthy;
+   * true while it did not (and while the node is offline: `connected` tells that). The status
+   * snapshot always sets it; absent counts as healthy.
+   */
+  healthy?: boolean;
+  /** What the node's last health probe said ("" when none reported), e.g. why it is unhealthy. */
+  healthDetail?: string;
 }
 
 /** One node in the status snapshot. */
@@ -119,6 +162,10 @@ export interface NodeStatus {
   connectedAtMs: number;
   lastSeenMs: number;
   inFlight: number;
+  /** Config version the node acknowledged applying; 0 while offline or not yet acknowledged. */
+  configVersion: number;
+  /** Config version the Edge sent the node last; 0 while offline. */
+  wantedConfigVersion: number;
   resources: ResourceStatus[];
 }
 
@@ -180,4 +227,6 @@ export interface OpsGateway extends RunGateway {
   nodeCommand(node: string, command: NodeCommand): Promise<NodeCommandResult>;
   /** Re-reads the config file; keeps the config in force when the new one is invalid. */
   reload(): Promise<{ ok: boolean; detail: string }>;
+  /** Marks a node as draining (no new runs) or not; false when it is not connected. */
+  drainNode(node: string, draining: boolean): boolean;
 }

@@ -8,6 +8,7 @@ import { IopError } from "../../shared/errors.ts";
 import type { NodeAdapterRecord, NodeRecord } from "./config.ts";
 import type { NodeStore } from "./nodes/node_store.ts";
 import type { NodeSession } from "./nodes/registry.ts";
+import { adapterHealthy } from "./pools/candidates.ts";
 import type { RunSubmission } from "./ports.ts";
 
 /** True when the node record has an enabled adapter that can run this target. */
@@ -33,13 +34,15 @@ let roundRobin = 0;
 
 /**
  * Picks the least-loaded connected, non-draining node offering the submission's adapter and
- * target (ties rotate). Throws NOT_FOUND when no configured node offers it, UNAVAILABLE when
- * none of those is connected and accepting runs.
+ * target (ties rotate), or `options.preferNode` when it is one of those (session affinity of
+ * a model run). Throws NOT_FOUND when no configured node offers it, UNAVAILABLE when none of
+ * those is connected and accepting runs.
  */
 export function pickNode(
   sessions: readonly NodeSession[],
   store: NodeStore,
   submission: RunSubmission,
+  options: { preferNode?: string } = {},
 ): NodeSession {
   const { adapter, target } = submission;
   if (submission.node) {
@@ -61,8 +64,17 @@ export function pickNode(
     }
     return session;
   }
-  const eligible = sessions.filter((s) => !s.draining && offers(s.record, adapter, target));
+  const offering = sessions.filter((s) => !s.draining && offers(s.record, adapter, target));
+  // A node that reported this adapter (or profile) unhealthy takes no direct run.
+  const eligible = offering.filter((s) => adapterHealthy(s, adapter, target));
   if (eligible.length === 0) {
+    if (offering.length > 0) {
+      throw new IopError(
+        "UNAVAILABLE",
+        `No healthy node can run adapter '${adapter}' with target '${target}' now: ` +
+          unhealthyDetail(offering[0]!, adapter, target),
+      );
+    }
     if (store.list().some((r) => offers(r, adapter, target))) {
       throw new IopError(
         "UNAVAILABLE",
@@ -71,7 +83,17 @@ export function pickNode(
     }
     throw new IopError("NOT_FOUND", `No node offers adapter '${adapter}' with target '${target}'`);
   }
+  const preferred = eligible.find((s) => s.id === options.preferNode);
+  if (preferred) return preferred;
   const least = Math.min(...eligible.map((s) => s.inFlight));
   const ties = eligible.filter((s) => s.inFlight === least);
   return ties[roundRobin++ % ties.length]!;
+}
+
+/** What the node reported about an unhealthy adapter or profile. */
+function unhealthyDetail(session: NodeSession, adapter: string, target: string): string {
+  const health = session.adapterHealth;
+  const profile = health?.get(`${adapter}/${target}`);
+  if (profile?.healthy === false) return profile.detail;
+  return health?.get(adapter)?.detail ?? "reported unhealthy";
 }

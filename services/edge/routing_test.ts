@@ -52,6 +52,8 @@ function connect(id: string, extra: Partial<NodeSession> = {}): NodeSession {
     inFlight: 0,
     draining: false,
     adapters: [],
+    wantedConfigVersion: 1,
+    configVersion: 1,
     ...extra,
   };
 }

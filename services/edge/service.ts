@@ -28,6 +28,12 @@ import type {
   SubmitOptions,
 } from "./ports.ts";
 import { pickNode } from "./routing.ts";
+import {
+  type HolderState,
+  planSession,
+  SessionAffinity,
+  type SessionAffinityOptions,
+} from "./sessions.ts";
 import { buildStatusSnapshot } from "./status.ts";
 
 /** How long a cancelled run may take to confirm before the Edge ends it itself. */
@@ -46,6 +52,8 @@ export interface EdgeServiceOptions {
   loadConfig?: () => Promise<EdgeConfig>;
   /** Provider pool metrics; absent = not recorded. */
   poolMetrics?: PoolMetrics;
+  /** Bounds of the session → node map; absent = its defaults (`sessions.ts`). */
+  sessionAffinity?: SessionAffinityOptions;
 }
 
 /** A node that registered: what the transport hands the service. */
@@ -54,12 +62,29 @@ export interface NodeConnection {
   link: NodeLink;
   version: string;
   hostname: string;
+  /**
+   * The config version the registration answer carried ({@linkcode EdgeService.configVersion}
+   * when it was sent); absent means the version in force.
+   */
+  configVersion?: number;
+}
+
+/** What a config swap did to the connected nodes. */
+export interface ConfigSwap {
+  /** The new config version. */
+  version: number;
+  /** Connected nodes sent their changed configuration. */
+  reconfigured: number;
+  /** Connected nodes disconnected: removed from the config, or their token changed. */
+  dropped: number;
 }
 
 /** The Edge service layer. */
 export class EdgeService implements OpsGateway {
   #config: EdgeConfig;
   #store: NodeStore;
+  /** Counts config swaps; a node is sent the version its configuration was built at. */
+  #configVersion = 1;
   readonly #registry = new NodeRegistry();
   readonly #runs = new Map<string, ActiveRun>();
   readonly #bus: EventBus;
@@ -71,6 +96,8 @@ export class EdgeService implements OpsGateway {
   readonly #loadConfig: (() => Promise<EdgeConfig>) | undefined;
   /** Provider pools of the model groups; pool routes queue here, nothing else does. */
   readonly pools: ProviderPools;
+  /** Which node holds each session; consulted by {@linkcode submitRun} (see `sessions.ts`). */
+  readonly sessionAffinity: SessionAffinity;
 
   constructor(options: EdgeServiceOptions) {
     this.#config = options.config;
@@ -82,6 +109,7 @@ export class EdgeService implements OpsGateway {
     this.#bus = new EventBus(options.logger);
     this.#startedAtMs = this.#now();
     this.#loadConfig = options.loadConfig;
+    this.sessionAffinity = new SessionAffinity({ now: this.#now, ...options.sessionAffinity });
     this.pools = new ProviderPools({
       config: () => this.#config,
       sessions: () => this.#registry.list(),
@@ -95,6 +123,11 @@ export class EdgeService implements OpsGateway {
   /** The configuration snapshot in force. */
   get config(): EdgeConfig {
     return this.#config;
+  }
+
+  /** Version of the configuration in force: 1 at start, one more at every swap. */
+  get configVersion(): number {
+    return this.#configVersion;
   }
 
   /** The node records of the configuration in force. */
@@ -117,6 +150,7 @@ export class EdgeService implements OpsGateway {
   /** Records a registered node; a previous connection of the same node is closed. */
   nodeConnected(conn: NodeConnection): NodeSession {
     const now = this.#now();
+    const configVersion = conn.configVersion ?? this.#configVersion;
     const session: NodeSession = {
       id: conn.record.id,
       alias: conn.record.alias,
@@ -129,12 +163,16 @@ export class EdgeService implements OpsGateway {
       inFlight: 0,
       draining: false,
       adapters: [],
+      wantedConfigVersion: configVersion,
+      configVersion: 0,
     };
     const replaced = this.#registry.add(session);
     if (replaced) {
       this.#failRunsOf(replaced, "node reconnected on a new connection");
       replaced.link.close("replaced by a new connection of the same node");
     }
+    // A reload between the registration answer and now: bring the node up to date.
+    if (configVersion !== this.#configVersion) this.#reconcile(session);
     this.#metrics?.nodesConnected.set(this.#registry.size);
     this.#bus.publish({
       type: "node_registered",
@@ -172,14 +210,55 @@ export class EdgeService implements OpsGateway {
   /**
    * Dispatches a run to an eligible node, or through the provider pool of its model group
    * (which may queue it or reject it with OVERLOADED). Rejects with NOT_FOUND when no node
-   * offers the adapter and target, UNAVAILABLE when none that does is connected.
+   * offers the adapter and target, UNAVAILABLE when none that does is connected. A CLI run
+   * gets a session id when it has none; a CLI follow-up goes to the node holding its session
+   * or fails with UNAVAILABLE naming it; a model run prefers its session's node (`sessions.ts`).
    */
   submitRun(submission: RunSubmission, options: SubmitOptions = {}): Promise<RunHandle> {
-    if (submission.modelGroup) {
-      return this.pools.submit(submission.modelGroup, submission, options);
+    const plan = planSession(this.sessionAffinity, submission, {
+      stateful: !submission.modelGroup && this.#keepsSessions(submission),
+      holderState: (id) => this.#holderState(id),
+      nodeIdOf: (name) => this.#store.byName(name)?.id,
+    });
+    const routed = plan.submission;
+    if (routed.modelGroup) {
+      const pooled = plan.prefer ? { ...options, preferNode: plan.prefer } : options;
+      return this.#holding(routed, this.pools.submit(routed.modelGroup, routed, pooled));
     }
-    const session = pickNode(this.#registry.list(), this.#store, submission);
-    return this.dispatch(session, submission, options);
+    const session = pickNode(
+      this.#registry.list(),
+      this.#store,
+      plan.pin ? { ...routed, node: plan.pin } : routed,
+      plan.prefer ? { preferNode: plan.prefer } : {},
+    );
+    // Never queued; counted on its resource (and a provider's slot on the same adapter+target).
+    return this.#holding(routed, this.pools.dispatchDirect(session, routed, options));
+  }
+
+  /** True when the submission's adapter keeps sessions on its node (a CLI adapter). */
+  #keepsSessions(submission: RunSubmission): boolean {
+    const records = submission.node
+      ? [this.#store.byName(submission.node)].filter((r) => r !== undefined)
+      : this.#store.list();
+    return records.some((r) =>
+      r.adapters.some((a) => a.name === submission.adapter && a.kind === "cli")
+    );
+  }
+
+  #holderState(nodeId: string): HolderState {
+    const session = this.#registry.get(nodeId);
+    if (!session) return "gone";
+    return session.draining ? "draining" : "connected";
+  }
+
+  /** Remembers the node a dispatched run with a session went to. */
+  #holding(submission: RunSubmission, dispatched: Promise<RunHandle>): Promise<RunHandle> {
+    const sessionId = submission.sessionId;
+    if (sessionId === "") return dispatched;
+    return dispatched.then((handle) => {
+      this.sessionAffinity.remember(sessionId, handle.nodeId);
+      return handle;
+    });
   }
 
   /** Sends a run to a chosen node and tracks it; exposed for routing layers (provider pools). */
@@ -204,7 +283,7 @@ export class EdgeService implements OpsGateway {
     session.inFlight++;
     this.#metrics?.runsStarted.inc();
     this.#metrics?.runsInFlight.set(this.#runs.size);
-    const { node: _node, modelGroup: _group, ...input } = submission;
+    const { node: _node, modelGroup: _group, onSessionLost: _lost, ...input } = submission;
     try {
       await session.link.run(runId, input);
     } catch (err) {
@@ -254,8 +333,14 @@ export class EdgeService implements OpsGateway {
     return this.#runs.get(runId);
   }
 
-  /** Sends a command to a connected node. */
+  /**
+   * Sends a command to a connected node. A `run_output` answer says `found: false` for a run its
+   * history does not have; the caller decides whether that is an error.
+   */
   async nodeCommand(node: string, command: NodeCommand): Promise<NodeCommandResult> {
+    if (command.type === "run_output" && command.runId.trim() === "") {
+      throw new IopError("INVALID_ARGUMENT", "Cannot read a run's output as 'runId' is empty");
+    }
     const session = this.#registry.get(node);
     if (!session) {
       if (this.#store.byName(node)) {
@@ -276,12 +361,24 @@ export class EdgeService implements OpsGateway {
   }
 
   /**
-   * Applies a config_applied report from a node: what it built, and why it refused the rest
-   * (logged, kept on the session for the status, and relayed).
+   * Applies a config_applied report from a node: the config version it now runs (0: a node that
+   * does not report versions), what it built, and why it refused the rest (logged, kept on the
+   * session for the status, and relayed). A report older than the last one is stale and ignored.
    */
-  nodeAdaptersApplied(session: NodeSession, adapters: string[], rejected: Record<string, string>) {
+  nodeAdaptersApplied(
+    session: NodeSession,
+    adapters: string[],
+    rejected: Record<string, string>,
+    version = 0,
+  ) {
+    if (version !== 0 && version < session.configVersion) return;
+    session.configVersion = version;
     session.adapters = adapters;
     session.refused = rejected;
+    // Health of adapters the node no longer built is no longer news (keys: `a`, `a/target`).
+    for (const key of [...session.adapterHealth?.keys() ?? []]) {
+      if (!adapters.includes(key.split("/")[0]!)) session.adapterHealth!.delete(key);
+    }
     for (const [adapter, reason] of Object.entries(rejected)) {
       this.#logger.warn("node refused adapter", { node_id: session.id, adapter, reason });
     }
@@ -295,6 +392,33 @@ export class EdgeService implements OpsGateway {
     });
   }
 
+  /**
+   * Applies an AdapterHealth report from a node: kept on the session (pools, direct routing,
+   * status and readiness read it), and logged and relayed when it changes (a node repeats its
+   * whole picture after each registration and config update). `adapter` is an adapter name, or
+   * `<adapter>/<target>` for one CLI profile. A recovery wakes waiting pool runs.
+   */
+  nodeAdapterHealth(session: NodeSession, adapter: string, healthy: boolean, detail: string) {
+    const health = session.adapterHealth ??= new Map();
+    const before = health.get(adapter);
+    health.set(adapter, { healthy, detail });
+    if (before?.healthy === healthy && before.detail === detail) return;
+    if (before?.healthy !== healthy) {
+      const fields = { node_id: session.id, adapter, detail };
+      if (healthy) this.#logger.info("node adapter healthy", fields);
+      else this.#logger.warn("node adapter unhealthy", fields);
+    }
+    if (healthy) this.pools.admitWaiting();
+    this.#bus.publish({
+      type: "adapter_health",
+      atMs: this.#now(),
+      nodeId: session.id,
+      adapter,
+      healthy,
+      detail,
+    });
+  }
+
   /** The resource-first status snapshot of this Edge's group. */
   status(): StatusSnapshot {
     return buildStatusSnapshot({
@@ -305,6 +429,7 @@ export class EdgeService implements OpsGateway {
       records: this.#store.list(),
       sessions: this.#registry.list(),
       providerStats: (id) => this.pools.stats(id),
+      resourceUsage: (node, adapter, target) => this.pools.usage(node, adapter, target),
     });
   }
 
@@ -314,21 +439,23 @@ export class EdgeService implements OpsGateway {
   }
 
   /**
-   * Swaps in a new configuration. Connected nodes whose record vanished or changed token are
-   * disconnected; the rest keep running.
+   * Swaps in a new configuration as the next config version. Connected nodes whose record
+   * vanished or changed token are disconnected; each other one takes its new record at once
+   * (routing, pools and status read it) and, when what it serves changed, is sent the new
+   * configuration live. Runs in flight keep going.
    */
-  applyConfig(config: EdgeConfig): void {
-    const store = new NodeStore(config.nodes);
+  applyConfig(config: EdgeConfig): ConfigSwap {
     this.#config = config;
-    this.#store = store;
+    this.#store = new NodeStore(config.nodes);
+    this.#configVersion++;
+    const swap: ConfigSwap = { version: this.#configVersion, reconfigured: 0, dropped: 0 };
     for (const session of this.#registry.list()) {
-      const record = store.byName(session.id);
-      // The same secret re-stored as its hash is no change; any other token change is.
-      if (!record || secretFingerprint(record.token) !== secretFingerprint(session.record.token)) {
-        session.link.close("node removed from config or its token changed");
-      }
+      const outcome = this.#reconcile(session);
+      if (outcome === "reconfigured") swap.reconfigured++;
+      else if (outcome === "dropped") swap.dropped++;
     }
     this.pools.admitWaiting();
+    return swap;
   }
 
   /**
@@ -343,11 +470,13 @@ export class EdgeService implements OpsGateway {
     } else {
       try {
         const next = await load();
-        this.applyConfig(next);
+        const swap = this.applyConfig(next);
         result = {
           ok: true,
           detail:
-            `loaded ${next.nodes.length} nodes, ${next.models.length} models from ${next.file}`,
+            `loaded ${next.nodes.length} nodes, ${next.models.length} models from ${next.file} ` +
+            `as config v${swap.version} (connected nodes reconfigured: ${swap.reconfigured}, ` +
+            `dropped: ${swap.dropped})`,
         };
       } catch (err) {
         result = { ok: false, detail: `kept the previous config: ${(err as Error).message}` };
@@ -358,6 +487,38 @@ export class EdgeService implements OpsGateway {
   }
 
   // --- internals ------------------------------------------------------------------------------
+
+  /**
+   * Brings one connected node to the configuration in force: drops it when its record vanished
+   * or its token changed, else gives the session the new record and pushes the node its new
+   * configuration when that differs from what it was last sent.
+   */
+  #reconcile(session: NodeSession): "dropped" | "reconfigured" | "unchanged" {
+    const record = this.#store.byName(session.id);
+    // The same secret re-stored as its hash is no change; any other token change is.
+    if (
+      record?.id !== session.id ||
+      secretFingerprint(record.token) !== secretFingerprint(session.record.token)
+    ) {
+      session.link.close("node removed from config or its token changed");
+      return "dropped";
+    }
+    const changed = nodeConfigKey(record) !== nodeConfigKey(session.record);
+    this.#registry.replaceRecord(session, record);
+    if (!changed) return "unchanged";
+    const version = this.#configVersion;
+    session.wantedConfigVersion = version;
+    const log = this.#logger.with({ node_id: session.id, config_version: version });
+    if (!session.link.configure) {
+      session.link.close("node configuration changed and its link cannot take it live");
+      return "dropped";
+    }
+    log.info("pushing changed configuration to node");
+    session.link.configure(record, version).catch((err) =>
+      log.warn("cannot push configuration to node; it gets it when it reconnects", { err })
+    );
+    return "reconfigured";
+  }
 
   #failRunsOf(session: NodeSession, reason: string): void {
     for (const run of [...this.#runs.values()]) {
@@ -394,4 +555,10 @@ export class EdgeService implements OpsGateway {
       });
     });
   }
+}
+
+/** What a node is sent of its record, as comparable text: everything but its token. */
+function nodeConfigKey(record: NodeRecord): string {
+  const { token: _token, ...served } = record;
+  return JSON.stringify(served);
 }

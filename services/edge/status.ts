@@ -1,7 +1,10 @@
 /**
- * Builds the resource-first status snapshot: per node, its provider catalog when it defines
- * one, otherwise its adapters, so that no resource appears twice. A resource whose adapter the
- * connected node refused (its policy, or settings it cannot read) carries the node's reason.
+ * Builds the resource-first status snapshot: per node, its providers, then each CLI profile of
+ * its CLI adapters, then every other adapter no provider stands for, so that every resource
+ * appears once, with the runs in flight on it (pool and direct). A resource whose adapter the
+ * connected node refused (its policy, or settings it cannot read) carries the node's reason;
+ * one whose adapter (or CLI profile) the node reported unhealthy carries `healthy: false` and
+ * the probe's detail.
  * @module
  */
 import type { NodeRecord } from "./config.ts";
@@ -10,6 +13,12 @@ import type { NodeStatus, ResourceStatus, StatusSnapshot } from "./ports.ts";
 
 /** Per-provider live counters, supplied by the provider pools when they exist. */
 export type ProviderStats = (providerId: string) => { inFlight: number; queued: number };
+
+/**
+ * Runs in flight on a node's adapter (on one target when given), pool and direct alike; the
+ * pools count every run the service dispatches.
+ */
+export type ResourceUsage = (nodeId: string, adapter: string, target?: string) => number;
 
 /** Inputs of {@linkcode buildStatusSnapshot}. */
 export interface StatusInputs {
@@ -20,6 +29,7 @@ export interface StatusInputs {
   records: readonly NodeRecord[];
   sessions: readonly NodeSession[];
   providerStats?: ProviderStats;
+  resourceUsage?: ResourceUsage;
 }
 
 /** The snapshot of every configured node, connected or not. */
@@ -37,7 +47,15 @@ export function buildStatusSnapshot(inputs: StatusInputs): StatusSnapshot {
       connectedAtMs: session?.connectedAtMs ?? 0,
       lastSeenMs: session?.lastSeenMs ?? 0,
       inFlight: session?.inFlight ?? 0,
-      resources: resourcesOf(record, inputs.providerStats, session?.refused ?? {}),
+      configVersion: session?.configVersion ?? 0,
+      wantedConfigVersion: session?.wantedConfigVersion ?? 0,
+      resources: resourcesOf(
+        record,
+        inputs.providerStats,
+        inputs.resourceUsage,
+        session?.refused ?? {},
+        session?.adapterHealth,
+      ),
     };
   });
   return {
@@ -52,40 +70,70 @@ export function buildStatusSnapshot(inputs: StatusInputs): StatusSnapshot {
 function resourcesOf(
   record: NodeRecord,
   stats: ProviderStats | undefined,
+  usage: ResourceUsage | undefined,
   refused: Readonly<Record<string, string>>,
+  health: ReadonlyMap<string, { healthy: boolean; detail: string }> | undefined,
 ): ResourceStatus[] {
+  // A profile's own report, unless its whole adapter is unhealthy.
+  const healthOf = (adapter: string, target?: string) => {
+    const own = target === undefined ? undefined : health?.get(`${adapter}/${target}`);
+    const whole = health?.get(adapter);
+    const state = whole?.healthy === false ? whole : own ?? whole;
+    return { healthy: state?.healthy ?? true, healthDetail: state?.detail ?? "" };
+  };
   const kindOf = new Map(record.adapters.map((a) => [a.name, a]));
   const reason = (adapter: string) => Object.hasOwn(refused, adapter) ? refused[adapter]! : "";
-  if (record.providers.length > 0) {
-    return record.providers.map((p) => {
-      const live = stats?.(p.id) ?? { inFlight: 0, queued: 0 };
-      const adapter = kindOf.get(p.adapter);
-      return {
-        kind: "provider",
-        id: p.id,
-        adapter: p.adapter,
-        adapterKind: adapter?.kind ?? "",
-        target: p.target,
-        modelGroup: p.modelGroup,
-        maxConcurrency: p.maxConcurrency,
-        inFlight: live.inFlight,
-        queued: live.queued,
-        enabled: adapter?.enabled ?? false,
-        refused: reason(p.adapter),
+  const inFlight = (adapter: string, target?: string) => usage?.(record.id, adapter, target) ?? 0;
+  const providers: ResourceStatus[] = record.providers.map((p) => {
+    const live = stats?.(p.id) ?? { inFlight: 0, queued: 0 };
+    const adapter = kindOf.get(p.adapter);
+    return {
+      kind: "provider",
+      id: p.id,
+      adapter: p.adapter,
+      adapterKind: adapter?.kind ?? "",
+      target: p.target,
+      modelGroup: p.modelGroup,
+      maxConcurrency: p.maxConcurrency,
+      inFlight: live.inFlight,
+      queued: live.queued,
+      enabled: adapter?.enabled ?? false,
+      refused: reason(p.adapter),
+      ...healthOf(p.adapter),
+    };
+  });
+  // An adapter its providers already stand for is not listed again; a CLI adapter is its profiles.
+  const others = record.adapters.filter((a) => !record.providers.some((p) => p.adapter === a.name));
+  return [
+    ...providers,
+    ...others.flatMap((a): ResourceStatus[] => {
+      const base = {
+        adapter: a.name,
+        adapterKind: a.kind,
+        modelGroup: "",
+        maxConcurrency: 0,
+        queued: 0,
+        enabled: a.enabled,
+        refused: reason(a.name),
       };
-    });
-  }
-  return record.adapters.map((a) => ({
-    kind: "adapter",
-    id: a.name,
-    adapter: a.name,
-    adapterKind: a.kind,
-    target: "",
-    modelGroup: "",
-    maxConcurrency: 0,
-    inFlight: 0,
-    queued: 0,
-    enabled: a.enabled,
-    refused: reason(a.name),
-  }));
+      if (a.kind === "cli" && a.profiles.length > 0) {
+        return a.profiles.map((profile) => ({
+          ...base,
+          kind: "profile",
+          id: `${a.name}/${profile.name}`,
+          target: profile.name,
+          inFlight: inFlight(a.name, profile.name),
+          ...healthOf(a.name, profile.name),
+        }));
+      }
+      return [{
+        ...base,
+        kind: "adapter",
+        id: a.name,
+        target: "",
+        inFlight: inFlight(a.name),
+        ...healthOf(a.name),
+      }];
+    }),
+  ];
 }

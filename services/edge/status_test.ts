@@ -47,6 +47,8 @@ const session = (extra: Partial<NodeSession>): NodeSession => ({
   inFlight: 3,
   draining: true,
   adapters: [],
+  wantedConfigVersion: 1,
+  configVersion: 1,
   ...extra,
 });
 
@@ -153,4 +155,78 @@ Deno.test("before a node reports, or while it is offline, nothing is marked refu
   assert.ok(offline.resources.every((r) => r.refused === ""));
   const unreported = snapshot().nodes[0]!;
   assert.ok(unreported.resources.every((r) => r.refused === ""));
+});
+
+/** A node with a provider catalog, CLI profiles and an HTTP adapter no provider uses. */
+const mixed = parseEdgeConfig({
+  nodes: [{
+    id: "mix",
+    token: "t3",
+    adapters: [
+      { name: "mock", kind: "mock" },
+      {
+        name: "shell",
+        kind: "cli",
+        profiles: [{ name: "echo", command: "sh" }, { name: "build", command: "sh" }],
+      },
+      { name: "side", kind: "ollama", base_url: "http://127.0.0.1:1" },
+    ],
+    providers: [{ id: "p-demo", adapter: "mock", target: "demo", model_group: "demo" }],
+  }],
+}, "edge.yaml");
+
+function mixedSnapshot(usage: Record<string, number>, refused?: Record<string, string>) {
+  return buildStatusSnapshot({
+    edgeId: "e1",
+    version: "1.0",
+    startedAtMs: 0,
+    runsInFlight: 0,
+    records: mixed.nodes,
+    sessions: [
+      session({ id: "mix", alias: "", record: mixed.nodes[0]!, ...(refused ? { refused } : {}) }),
+    ],
+    providerStats: (id) => ({ inFlight: id === "p-demo" ? 1 : 0, queued: 0 }),
+    resourceUsage: (node, adapter, target) =>
+      node !== "mix"
+        ? 0
+        : target === undefined
+        ? Object.entries(usage).filter(([k]) => k.startsWith(`${adapter}/`)).reduce(
+          (sum, [, n]) => sum + n,
+          0,
+        )
+        : usage[`${adapter}/${target}`] ?? 0,
+  });
+}
+
+Deno.test("a node with a provider catalog still lists its CLI profiles and unused adapters", () => {
+  const [mix] = mixedSnapshot({}).nodes;
+  assert.deepEqual(mix!.resources.map((r) => [r.kind, r.id, r.adapter, r.adapterKind, r.target]), [
+    ["provider", "p-demo", "mock", "mock", "demo"],
+    ["profile", "shell/echo", "shell", "cli", "echo"],
+    ["profile", "shell/build", "shell", "cli", "build"],
+    ["adapter", "side", "side", "ollama", ""],
+  ]);
+  assert.ok(mix!.resources.every((r) => r.kind === "provider" || r.maxConcurrency === 0));
+});
+
+Deno.test("profile and adapter rows show the runs in flight on them, not a constant 0", () => {
+  const [mix] = mixedSnapshot({ "shell/echo": 2, "side/llama": 1, "side/qwen": 2 }).nodes;
+  assert.deepEqual(mix!.resources.map((r) => [r.id, r.inFlight, r.queued]), [
+    ["p-demo", 1, 0],
+    ["shell/echo", 2, 0],
+    ["shell/build", 0, 0],
+    ["side", 3, 0],
+  ]);
+});
+
+Deno.test("every profile row of a refused CLI adapter carries the node's reason", () => {
+  const why =
+    "profiles[0].command: 'sh' is not allowed on this node (policy.cli.commands allows: )";
+  const [mix] = mixedSnapshot({}, { shell: why }).nodes;
+  assert.deepEqual(mix!.resources.map((r) => [r.id, r.refused]), [
+    ["p-demo", ""],
+    ["shell/echo", why],
+    ["shell/build", why],
+    ["side", ""],
+  ]);
 });

@@ -12,6 +12,7 @@ import {
 } from "../../shared/config.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
 import { type DialTlsFiles, type LinkSecurity, readDialTls } from "../../shared/wire/tls.ts";
+import { DEFAULT_OUTPUT_CAP_BYTES, MAX_OUTPUT_CAP_BYTES } from "./output_cap.ts";
 import { type NodePolicy, readNodePolicy } from "./policy.ts";
 
 /** The validated Node configuration. */
@@ -27,9 +28,15 @@ export interface NodeConfig {
     security: LinkSecurity<DialTlsFiles>;
   };
   http: { host: string; port: number };
-  history: { path: string };
+  /**
+   * `output_cap_bytes`: most bytes of one run's whole output kept in the history (more is cut
+   * and marked), at most {@linkcode MAX_OUTPUT_CAP_BYTES} so that it fits one reply frame.
+   */
+  history: { path: string; outputCapBytes: number };
   /** What configuration pushed by the Edge may use here; `mock` only without a section. */
   policy: NodePolicy;
+  /** Adapter health probes (`health_monitor.ts`): period and limit of one probe. */
+  health: { intervalMs: number; probeTimeoutMs: number };
 }
 
 /** Environment variables that override Node config keys. */
@@ -62,6 +69,7 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
   const edge = root.section("edge");
   const http = root.section("http");
   const history = root.section("history");
+  const health = root.section("health");
   const id = node.nonEmpty("id");
   return {
     file,
@@ -77,7 +85,17 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
       host: http.nonEmpty("host", "127.0.0.1"),
       port: http.number("port", 9100, { min: 0, max: 65535 }),
     },
-    history: { path: history.nonEmpty("path", `.iop/${id}/history.db`) },
+    history: {
+      path: history.nonEmpty("path", `.iop/${id}/history.db`),
+      outputCapBytes: history.number("output_cap_bytes", DEFAULT_OUTPUT_CAP_BYTES, {
+        min: 0,
+        max: MAX_OUTPUT_CAP_BYTES,
+      }),
+    },
     policy: readNodePolicy(root),
+    health: {
+      intervalMs: health.number("interval_ms", 15_000, { min: 0 }),
+      probeTimeoutMs: health.number("probe_timeout_ms", 3_000, { min: 10 }),
+    },
   };
 }

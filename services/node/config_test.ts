@@ -27,9 +27,23 @@ Deno.test("a node config with only id and token gets the documented defaults", (
       security: { tls: undefined, insecurePlaintext: false, file: "node.yaml", path: "edge" },
     },
     http: { host: "127.0.0.1", port: 9100 },
-    history: { path: ".iop/n1/history.db" },
+    history: { path: ".iop/n1/history.db", outputCapBytes: 1024 * 1024 },
     policy: DEFAULT_NODE_POLICY,
+    health: { intervalMs: 15_000, probeTimeoutMs: 3_000 },
   });
+});
+
+Deno.test("health.interval_ms and probe_timeout_ms are read; 0 turns periodic probes off", () => {
+  const config = parseNodeConfig({
+    node: { id: "n1", token: "t" },
+    health: { interval_ms: 0, probe_timeout_ms: 500 },
+  }, "node.yaml");
+  assert.deepEqual(config.health, { intervalMs: 0, probeTimeoutMs: 500 });
+  assert.throws(
+    () =>
+      parseNodeConfig({ node: { id: "n1", token: "t" }, health: { interval_ms: -1 } }, "n.yaml"),
+    /health\.interval_ms.*must be at least 0/,
+  );
 });
 
 Deno.test("edge.tls is read as file paths, and a cert without its key is refused", () => {
@@ -160,5 +174,18 @@ Deno.test("a non-numeric IOP_NODE_HTTP_PORT is rejected naming the variable", as
       .catch((e) => e);
     assert.ok(err instanceof ConfigError);
     assert.equal(err.message, "IOP_NODE_HTTP_PORT: must be a number: current value is 'x'");
+  });
+});
+
+Deno.test("history.output_cap_bytes is read, and one beyond a reply frame's room is refused", () => {
+  const raw = (cap: number) => ({
+    node: { id: "n", token: "t" },
+    history: { output_cap_bytes: cap },
+  });
+  assert.equal(parseNodeConfig(raw(4096), "node.yaml").history.outputCapBytes, 4096);
+  assert.throws(() => parseNodeConfig(raw(8 * 1024 * 1024), "node.yaml"), {
+    name: "ConfigError",
+    message:
+      "node.yaml: history.output_cap_bytes: must be at most 3145728: current value is 8388608",
   });
 });

@@ -15,6 +15,7 @@ import { adapterCatalog } from "./adapters/catalog.ts";
 import { reapOrphanedGroups } from "./adapters/group_reaper.ts";
 import { buildAdapterRegistry } from "./adapters/registry.ts";
 import { loadNodeConfig } from "./config.ts";
+import { HealthMonitor, probeOnFailure } from "./health_monitor.ts";
 import { createNodeHttp } from "./http/health.ts";
 import { NodeCore } from "./node.ts";
 import { createRunMetrics } from "./node_metrics.ts";
@@ -51,6 +52,7 @@ const store = await Deno.mkdir(dirOf(config.history.path), { recursive: true })
   .then(() =>
     openRunStore(config.history.path, {
       onWriteError: (err) => logger.error("cannot write run history", { err }),
+      outputCapBytes: config.history.outputCapBytes,
     })
   )
   .catch((err) => startupFailed(logger, `open the run history at ${config.history.path}`, err));
@@ -65,22 +67,35 @@ if (interrupted > 0) {
 const cliGroupsDir = `${dirOf(config.history.path)}/cli-groups`;
 await reapOrphanedGroups(cliGroupsDir, { logger: logger.with({ node_id: config.node.id }) });
 
+// Probes each adapter's backend at every config applied, periodically, and after a failed run.
+const health = new HealthMonitor({
+  intervalMs: config.health.intervalMs,
+  probeTimeoutMs: config.health.probeTimeoutMs,
+  logger: logger.with({ node_id: config.node.id }),
+});
+const factories = probeOnFailure(
+  adapterCatalog({
+    metrics: adapterMetrics,
+    cliStateDir: cliGroupsDir,
+    nodeId: config.node.id,
+  }),
+  (adapter) => void health.check(adapter),
+);
+
 const core = new NodeCore({
   nodeId: config.node.id,
   store,
   logger: logger.with({ node_id: config.node.id }),
   metrics: createRunMetrics(registry),
   policy: config.policy,
-  buildAdapters: (configs) =>
-    buildAdapterRegistry(
-      configs,
-      adapterCatalog({
-        metrics: adapterMetrics,
-        cliStateDir: cliGroupsDir,
-        nodeId: config.node.id,
-      }),
-    ),
+  outputCapBytes: config.history.outputCapBytes,
+  buildAdapters: (configs) => {
+    const built = buildAdapterRegistry(configs, factories);
+    health.track(built.adapters.list());
+    return built;
+  },
 });
+health.start();
 
 const client = startEdgeClient({
   edgeAddress: config.edge.address,
@@ -94,12 +109,14 @@ const client = startEdgeClient({
   backoffInitialMs: config.edge.backoffInitialMs,
   backoffMaxMs: config.edge.backoffMaxMs,
   wireMetrics: createWireMetrics(registry, "node", "edge"),
+  health,
 });
 
 const app = createNodeHttp({
   nodeId: config.node.id,
   registered: () => client.registered,
   inFlight: () => core.inFlight,
+  adapterHealth: () => health.current(),
 }, registry);
 const server = startupStep(
   logger,
@@ -124,6 +141,7 @@ const shutdown = async (signal: string) => {
   stopping = true;
   logger.info("node stopping", { signal });
   await client.stop();
+  health.stop();
   await core.close();
   await server.shutdown();
   store.close();

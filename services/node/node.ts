@@ -8,6 +8,7 @@
 import { IopError, toIopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { RunEvent, RunInput } from "../../shared/run.ts";
+import { cutToBytes, DEFAULT_OUTPUT_CAP_BYTES, utf8Length } from "./output_cap.ts";
 import { applyNodePolicy, type NodePolicy } from "./policy.ts";
 import type {
   Adapter,
@@ -19,6 +20,7 @@ import type {
   RunMetrics,
   RunRecord,
   RunStore,
+  StoredOutput,
   ToolCall,
 } from "./ports.ts";
 import { type AdapterLookup, resolve } from "./router.ts";
@@ -42,6 +44,11 @@ export interface NodeCoreOptions {
   logger: Logger;
   clock?: Clock;
   metrics?: RunMetrics;
+  /**
+   * Most bytes of a run's whole output kept for the history (node.yaml
+   * `history.output_cap_bytes`); defaults to {@linkcode DEFAULT_OUTPUT_CAP_BYTES}.
+   */
+  outputCapBytes?: number;
 }
 
 /** Receives the run events of one run, in order. */
@@ -70,6 +77,11 @@ interface RunState {
   send: Send;
   /** The first SUMMARY_CHARS of its output, for the history. */
   summary: string;
+  /** Its whole output, in pieces, up to the output cap, for the history. */
+  output: string[];
+  outputBytes: number;
+  /** It printed more than the cap: `output` stops at it. */
+  outputTruncated: boolean;
   firstOutputAtMs: number | undefined;
 }
 
@@ -81,7 +93,10 @@ export class NodeCore {
   #adapters: ReturnType<AdapterBuilder>["adapters"] | undefined;
   /** Why each adapter of the last config was refused, so a run on one says why it cannot. */
   #refused: Record<string, string> = {};
-  #maxConcurrentRuns = 0;
+  /** Runs executing on each adapter instance, so that a replaced one closes after its last. */
+  readonly #users = new Map<Adapter, number>();
+  /** Adapters a newer config replaced while runs still used them; closed as those end. */
+  readonly #retired = new Set<Adapter>();
 
   constructor(options: NodeCoreOptions) {
     this.#options = options;
@@ -94,10 +109,12 @@ export class NodeCore {
   }
 
   /**
-   * Replaces the adapter registry with one built from the Edge's config; an adapter the
-   * policy refuses is not built, and is reported (and logged) with the reason.
+   * Replaces the adapter registry with one built from the Edge's config, at once and whole; an
+   * adapter the policy refuses is not built, and is reported (and logged) with the reason. New
+   * runs use the new registry; runs in flight finish on the adapter instance they started with,
+   * and each replaced instance is closed when its last run ends.
    */
-  applyConfig(configs: AdapterConfig[], maxConcurrentRuns: number): {
+  applyConfig(configs: AdapterConfig[]): {
     adapters: string[];
     rejected: Record<string, string>;
   } {
@@ -112,11 +129,9 @@ export class NodeCore {
     const previous = this.#adapters;
     this.#adapters = built.adapters;
     for (const old of previous?.list() ?? []) {
-      old.close?.().catch((err) =>
-        this.#options.logger.warn("adapter close failed", { adapter: old.name, err })
-      );
+      if ((this.#users.get(old) ?? 0) > 0) this.#retired.add(old);
+      else this.#closeAdapter(old);
     }
-    this.#maxConcurrentRuns = maxConcurrentRuns;
     this.#refused = { ...refused, ...built.rejected };
     return { adapters: built.adapters.list().map((a) => a.name), rejected: { ...this.#refused } };
   }
@@ -168,25 +183,48 @@ export class NodeCore {
       running,
       send,
       summary: "",
+      output: [],
+      outputBytes: 0,
+      outputTruncated: false,
       firstOutputAtMs: undefined,
     };
     const signal = running.controller.signal;
+    this.#users.set(adapter, (this.#users.get(adapter) ?? 0) + 1);
     running.done = adapter.execute(spec, this.#sinkFor(run), { signal }).then(
       (result) => this.#completed(run, result),
       (err) => this.#ended(run, err),
     ).finally(() => {
       this.#running.delete(runId);
       this.#options.metrics?.runsInFlight(this.#running.size);
+      this.#release(adapter);
     });
   }
 
-  /** Resolves the run's adapter, or throws why this Node refuses the run. */
+  /** Ends one run's use of an adapter; a retired one closes when its last run ends. */
+  #release(adapter: Adapter): void {
+    const users = (this.#users.get(adapter) ?? 1) - 1;
+    if (users > 0) {
+      this.#users.set(adapter, users);
+      return;
+    }
+    this.#users.delete(adapter);
+    if (this.#retired.delete(adapter)) this.#closeAdapter(adapter);
+  }
+
+  #closeAdapter(adapter: Adapter): void {
+    adapter.close?.().catch((err) =>
+      this.#options.logger.warn("adapter close failed", { adapter: adapter.name, err })
+    );
+  }
+
+  /**
+   * Resolves the run's adapter, or throws why this Node refuses the run. There is no run-count
+   * gate here: the Edge's provider pools cap providers, and direct (CLI) runs start at once, so
+   * a Node never refuses a run for a limit the Edge cannot see.
+   */
   #admit(runId: string, input: RunInput): ReturnType<typeof resolve> {
     if (this.#running.has(runId)) {
       throw new IopError("INVALID_ARGUMENT", `Run '${runId}' is already running`);
-    }
-    if (this.#maxConcurrentRuns > 0 && this.#running.size >= this.#maxConcurrentRuns) {
-      throw new IopError("OVERLOADED", `Node is at its limit of ${this.#maxConcurrentRuns} runs`);
     }
     if (!this.#adapters) throw new IopError("UNAVAILABLE", "Node has no configuration yet");
     if (!this.#adapters.get(input.adapter) && Object.hasOwn(this.#refused, input.adapter)) {
@@ -209,6 +247,7 @@ export class NodeCore {
         if (run.summary.length < SUMMARY_CHARS) {
           run.summary += text.slice(0, SUMMARY_CHARS - run.summary.length);
         }
+        this.#keepOutput(run, text);
         run.send({ type: "output", text });
       },
       toolCall: (call: ToolCall) => {
@@ -220,6 +259,21 @@ export class NodeCore {
     };
   }
 
+  /** Adds a piece to the run's kept output, up to the cap; the rest is only marked as cut. */
+  #keepOutput(run: RunState, text: string): void {
+    if (run.outputTruncated) return;
+    const cap = this.#options.outputCapBytes ?? DEFAULT_OUTPUT_CAP_BYTES;
+    const bytes = utf8Length(text);
+    if (run.outputBytes + bytes <= cap) {
+      run.output.push(text);
+      run.outputBytes += bytes;
+      return;
+    }
+    run.output.push(cutToBytes(text, cap - run.outputBytes));
+    run.outputBytes = cap;
+    run.outputTruncated = true;
+  }
+
   #completed(run: RunState, result: ExecutionResult): void {
     const finishedAtMs = this.#clock.now();
     if (result.usage) run.send({ type: "usage", usage: result.usage });
@@ -229,7 +283,7 @@ export class NodeCore {
       exitCode: result.exitCode ?? 0,
       ...(result.usage ? { usage: result.usage } : {}),
     });
-    this.#record(run.runId, run.startedAtMs, {
+    this.#record(run, {
       status: "completed",
       finishedAtMs,
       outputSummary: run.summary,
@@ -246,7 +300,7 @@ export class NodeCore {
     if (run.running.controller.signal.aborted) {
       const reason = run.running.cancelReason ?? "cancelled";
       run.send({ type: "cancelled", reason });
-      this.#record(run.runId, run.startedAtMs, {
+      this.#record(run, {
         status: "cancelled",
         finishedAtMs,
         outputSummary: run.summary,
@@ -262,7 +316,7 @@ export class NodeCore {
       retryable: error.retryable,
       exitCode: error.exitCode ?? 0,
     });
-    this.#record(run.runId, run.startedAtMs, {
+    this.#record(run, {
       status: "failed",
       finishedAtMs,
       outputSummary: run.summary,
@@ -273,10 +327,12 @@ export class NodeCore {
   }
 
   #record(
-    runId: string,
-    startedAtMs: number,
+    run: RunState,
     outcome: Parameters<RunStore["completeRun"]>[1],
   ): void {
+    const { runId, startedAtMs } = run;
+    outcome.output = run.output.join("");
+    outcome.outputTruncated = run.outputTruncated;
     this.#options.metrics?.runFinished(
       outcome.status,
       Math.max(0, outcome.finishedAtMs - startedAtMs) / 1000,
@@ -300,7 +356,9 @@ export class NodeCore {
   /** Cancels every run and closes every adapter; the core is unusable afterwards. */
   async close(): Promise<void> {
     await this.cancelAll("node stopping");
-    await Promise.allSettled((this.#adapters?.list() ?? []).map((a) => a.close?.()));
+    const all = [...(this.#adapters?.list() ?? []), ...this.#retired];
+    this.#retired.clear();
+    await Promise.allSettled(all.map((a) => a.close?.()));
     this.#adapters = undefined;
   }
 
@@ -314,6 +372,11 @@ export class NodeCore {
   /** The most recent runs in the history, newest first. */
   history(limit: number): RunRecord[] {
     return this.#options.store.history(Math.min(Math.max(limit, 1), 1000));
+  }
+
+  /** One run's whole stored output; undefined when the history has no such run. */
+  runOutput(runId: string): StoredOutput | undefined {
+    return this.#options.store.runOutput(runId);
   }
 
   /** Every adapter's capabilities; an adapter that fails to answer is reported unhealthy. */

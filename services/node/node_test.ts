@@ -39,12 +39,14 @@ const TEST_POLICY: NodePolicy = {
 /** A NodeCore with the real adapters and a real SQLite file in a temp directory. */
 async function nodeWith(
   configs: AdapterConfig[],
-  maxConcurrentRuns = 0,
-  options: { policy?: NodePolicy; logger?: typeof quiet } = {},
+  options: { policy?: NodePolicy; logger?: typeof quiet; outputCapBytes?: number } = {},
 ) {
   const dir = await Deno.makeTempDir({ prefix: "iop_node_core_" });
   const path = `${dir}/history.db`;
-  const store = openRunStore(path);
+  const cap = options.outputCapBytes !== undefined
+    ? { outputCapBytes: options.outputCapBytes }
+    : {};
+  const store = openRunStore(path, cap);
   const registry = new Registry();
   const core = new NodeCore({
     nodeId: "n1",
@@ -54,8 +56,9 @@ async function nodeWith(
     buildAdapters: (c) =>
       buildAdapterRegistry(c, { mock: mockAdapterFactory, cli: cliAdapterFactory }),
     policy: options.policy ?? TEST_POLICY,
+    ...cap,
   });
-  const applied = core.applyConfig(configs, maxConcurrentRuns);
+  const applied = core.applyConfig(configs);
   return {
     core,
     store,
@@ -126,6 +129,23 @@ Deno.test("a mock run emits started, outputs, usage and one completed, numbered 
     assert.deepEqual(last.usage, { inputTokens: 2, outputTokens: 4 });
     assert.equal(last.finishReason, "stop");
   }
+});
+
+Deno.test("a run's whole output is kept beyond the summary, and cut and marked at the cap", async () => {
+  await using whole = await nodeWith([mock({ tokens: 600 })]);
+  const input = runInput({ adapter: "mock", target: "x", prompt: "a b" });
+  const events = await whole.run("r1", input).done;
+  const printed = events.map((e) => e.type === "output" ? e.text : "").join("");
+  assert.ok(printed.length > 2_000, `only ${printed.length} characters printed`);
+  assert.deepEqual(whole.core.runOutput("r1"), { output: printed, truncated: false });
+  assert.equal(whole.core.history(1)[0]?.outputSummary, printed.slice(0, 2_000));
+
+  await using capped = await nodeWith([mock({ tokens: 600 })], { outputCapBytes: 100 });
+  await capped.run("r2", input).done;
+  assert.deepEqual(capped.core.runOutput("r2"), {
+    output: `${printed.slice(0, 100)}\n[output truncated at 100 bytes]\n`,
+    truncated: true,
+  });
 });
 
 Deno.test("a completed run is recorded in the SQLite history with timings and output", async () => {
@@ -276,12 +296,13 @@ Deno.test("a run id the history already holds is refused and leaves nothing in f
   assert.equal(node.core.inFlight, 0);
 });
 
-Deno.test("the node's run limit refuses an extra run with OVERLOADED", async () => {
-  await using node = await nodeWith([mock({ tokens: 2, tokenDelayMs: 20 })], 1);
-  const first = node.run("r1", runInput({ adapter: "mock", target: "x" }));
-  const second = await node.run("r2", runInput({ adapter: "mock", target: "x" })).done;
-  assert.equal(second[0]!.type === "failed" && second[0]!.code, "OVERLOADED");
-  assert.equal((await first.done).at(-1)!.type, "completed");
+Deno.test("the node refuses no run for its run count: every run the Edge sends starts", async () => {
+  await using node = await nodeWith([mock({ tokens: 2, tokenDelayMs: 20 })]);
+  const runs = ["r1", "r2", "r3", "r4"].map((id) =>
+    node.run(id, runInput({ adapter: "mock", target: "x" }))
+  );
+  assert.equal(node.core.inFlight, 4, "all four run at once");
+  for (const run of runs) assert.equal((await run.done).at(-1)!.type, "completed");
 });
 
 Deno.test("history is newest first and honours its limit", async () => {
@@ -321,7 +342,7 @@ Deno.test("applyConfig reports rejected adapters and capabilities lists the buil
   assert.deepEqual(node.applied.adapters, []);
   assert.match(node.applied.rejected["mock"] ?? "", /used by 2 enabled adapters/);
   assert.match(node.applied.rejected["x"] ?? "", /unknown adapter kind 'ollama'/);
-  const applied = node.core.applyConfig([mock()], 0);
+  const applied = node.core.applyConfig([mock()]);
   assert.deepEqual(applied, { adapters: ["mock"], rejected: {} });
   const caps = await node.core.capabilities();
   assert.deepEqual(caps.map((c) => [c.name, c.kind, c.healthy]), [["mock", "mock", true]]);
@@ -367,7 +388,7 @@ const cliRunning = (command: string): AdapterConfig => ({
 Deno.test("an adapter outside the node policy is refused and logged; a run on it says why while the others keep serving", async () => {
   const lines: string[] = [];
   const logger = createLogger("test", { level: "warn", writer: (line) => lines.push(line) });
-  await using node = await nodeWith([mock(), cliRunning("bash")], 0, { logger });
+  await using node = await nodeWith([mock(), cliRunning("bash")], { logger });
   const reason =
     "profiles[0].command: 'bash' is not allowed on this node (policy.cli.commands allows: sh)";
   assert.deepEqual(node.applied, { adapters: ["mock"], rejected: { cli: reason } });
@@ -387,7 +408,7 @@ Deno.test("an adapter outside the node policy is refused and logged; a run on it
 });
 
 Deno.test("a node without a policy section builds mock adapters only and says where to allow more", async () => {
-  await using node = await nodeWith([mock(), cliRunning("sh")], 0, {
+  await using node = await nodeWith([mock(), cliRunning("sh")], {
     policy: DEFAULT_NODE_POLICY,
   });
   assert.deepEqual(node.applied.adapters, ["mock"]);

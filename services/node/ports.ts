@@ -68,6 +68,21 @@ export interface Adapter {
   execute(spec: ExecutionSpec, sink: EventSink, options: ExecuteOptions): Promise<ExecutionResult>;
   /** Releases long-lived resources (connections, processes); optional. */
   close?(): Promise<void>;
+  /**
+   * Checks that the backend answers now (see `adapters/health.ts`); optional, an adapter without
+   * it counts as healthy. Never throws for an unhealthy backend: it reports it; rejects only
+   * when `signal` is aborted.
+   */
+  probe?(options: { signal: AbortSignal }): Promise<ProbeResult>;
+}
+
+/** What an adapter's health probe found. */
+export interface ProbeResult {
+  healthy: boolean;
+  /** Why it is unhealthy, or what answered (e.g. "ollama 0.12.6 at http://..."). */
+  detail: string;
+  /** Health per target where it differs by target (CLI profiles), by target name. */
+  targets?: Record<string, { healthy: boolean; detail: string }>;
 }
 
 export type { MockSettings } from "../../shared/adapter_kinds/mock.ts";
@@ -104,7 +119,19 @@ export interface RunOutcome {
   usage?: Usage;
   error?: IopError;
   outputSummary: string;
+  /** The run's whole output as far as the core kept it; absent = the summary is all there is. */
+  output?: string;
+  /** The run printed more than `output` holds (the core stopped keeping it at its cap). */
+  outputTruncated?: boolean;
   exitCode?: number;
+}
+
+/** One run's stored output, read by {@linkcode RunStore.runOutput}. */
+export interface StoredOutput {
+  /** As recorded; when truncated, it ends with a line saying at how many bytes. */
+  output: string;
+  /** The run printed more than the store's cap. */
+  truncated: boolean;
 }
 
 /** The Node's durable run history. */
@@ -113,6 +140,8 @@ export interface RunStore {
   completeRun(runId: string, outcome: RunOutcome): void;
   /** The most recent runs, newest first. */
   history(limit: number): RunRecord[];
+  /** One run's whole stored output; undefined when the history has no such run. */
+  runOutput(runId: string): StoredOutput | undefined;
   /** Marks runs left `running` by a previous process as `interrupted`; returns how many. */
   markInterrupted(finishedAtMs: number): number;
   close(): void;

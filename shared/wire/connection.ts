@@ -23,7 +23,14 @@ export interface WireMetrics {
   bytes(direction: "in" | "out", count: number): void;
   /** A connection was closed because of what its peer sent. */
   rejected(
-    reason: "oversize" | "malformed" | "truncated" | "protocol" | "heartbeat" | "handshake",
+    reason:
+      | "oversize"
+      | "malformed"
+      | "truncated"
+      | "protocol"
+      | "heartbeat"
+      | "handshake"
+      | "crowded",
   ): void;
 }
 
@@ -51,10 +58,22 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   #next: Batch | undefined;
   #writing = false;
   #closeReason: string | undefined;
+  #maxFrameBytes: number;
+  #decoder: FrameDecoder<In> | undefined;
 
   constructor(conn: ByteLink, options: FrameConnectionOptions<In, Out>) {
     this.#conn = conn;
     this.#options = options;
+    this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  }
+
+  /**
+   * The largest incoming frame accepted from the next one on: a server keeps it small until the
+   * peer has authenticated, so an anonymous peer cannot make it hold a large buffer.
+   */
+  set maxFrameBytes(bytes: number) {
+    this.#maxFrameBytes = bytes;
+    if (this.#decoder) this.#decoder.maxFrameBytes = bytes;
   }
 
   /** The peer's address, as `host:port`. */
@@ -142,8 +161,8 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
    */
   async *messages(): AsyncGenerator<MessageShape<In>> {
     const metrics = this.#options.metrics;
-    const decoder = new FrameDecoder(this.#options.inSchema, {
-      maxFrameBytes: this.#options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    const decoder = this.#decoder = new FrameDecoder(this.#options.inSchema, {
+      maxFrameBytes: this.#maxFrameBytes,
     });
     const buffer = new Uint8Array(READ_CHUNK_BYTES);
     try {

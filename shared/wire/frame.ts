@@ -64,6 +64,9 @@ export interface DecodeFramesOptions {
 /** Longest varint length prefix accepted: 5 bytes hold any 32-bit length. */
 const MAX_PREFIX_BYTES = 5;
 
+/** First allocation for a frame body that spans chunks; it doubles as bytes arrive. */
+const INITIAL_BODY_BYTES = 16 * 1024;
+
 /**
  * Splits a byte stream into frames and decodes them, however the stream is cut into chunks.
  * Strings are copied out of the chunk, so the caller may reuse its read buffer at once; the
@@ -71,9 +74,15 @@ const MAX_PREFIX_BYTES = 5;
  */
 export class FrameDecoder<Desc extends DescMessage> {
   readonly #schema: Desc;
-  readonly #maxFrameBytes: number;
-  /** Copy of an incomplete frame left from earlier chunks. */
-  #pending: Uint8Array | undefined;
+  #maxFrameBytes: number;
+  /** Bytes of a length prefix cut by the end of a chunk (at most 4). */
+  #prefixPart: Uint8Array | undefined;
+  /**
+   * The body of a frame whose prefix was read but whose bytes are still arriving. It grows by
+   * doubling as bytes come, so a large frame is copied a bounded number of times (not once per
+   * chunk) and a peer that announces a large frame but sends little holds little memory.
+   */
+  #body: { bytes: Uint8Array; filled: number; size: number } | undefined;
   /** A bad frame met after good ones, thrown by the next call once those were delivered. */
   #failure: FrameError | undefined;
 
@@ -84,7 +93,12 @@ export class FrameDecoder<Desc extends DescMessage> {
 
   /** True while part of a frame is buffered. */
   get pending(): boolean {
-    return this.#pending !== undefined;
+    return this.#prefixPart !== undefined || this.#body !== undefined;
+  }
+
+  /** The largest frame body accepted from the next prefix on (e.g. raised after a login). */
+  set maxFrameBytes(bytes: number) {
+    this.#maxFrameBytes = bytes;
   }
 
   /**
@@ -95,22 +109,39 @@ export class FrameDecoder<Desc extends DescMessage> {
    */
   push(chunk: Uint8Array): MessageShape<Desc>[] {
     this.check();
-    let bytes = chunk;
-    if (this.#pending) {
-      bytes = new Uint8Array(this.#pending.byteLength + chunk.byteLength);
-      bytes.set(this.#pending);
-      bytes.set(chunk, this.#pending.byteLength);
-      this.#pending = undefined;
-    }
     const out: MessageShape<Desc>[] = [];
-    let offset = 0;
     try {
+      let bytes = chunk;
+      let offset = 0;
+      if (this.#body) {
+        offset = this.#fill(chunk);
+        if (this.#body.filled < this.#body.size) return out;
+        const body = this.#body.bytes.subarray(0, this.#body.size);
+        this.#body = undefined;
+        out.push(this.#decode(body));
+      } else if (this.#prefixPart) {
+        bytes = new Uint8Array(this.#prefixPart.byteLength + chunk.byteLength);
+        bytes.set(this.#prefixPart);
+        bytes.set(chunk, this.#prefixPart.byteLength);
+        this.#prefixPart = undefined;
+      }
       while (offset < bytes.byteLength) {
         const head = this.#prefix(bytes, offset);
-        if (head === undefined) break;
+        if (head === undefined) {
+          this.#prefixPart = bytes.slice(offset);
+          break;
+        }
         const start = offset + head.prefixBytes;
         const end = start + head.size;
-        if (end > bytes.byteLength) break;
+        if (end > bytes.byteLength) {
+          const initial = Math.min(
+            head.size,
+            Math.max(INITIAL_BODY_BYTES, 2 * (bytes.byteLength - start)),
+          );
+          this.#body = { bytes: new Uint8Array(initial), filled: 0, size: head.size };
+          this.#fill(bytes.subarray(start));
+          break;
+        }
         out.push(this.#decode(bytes.subarray(start, end)));
         offset = end;
       }
@@ -119,8 +150,23 @@ export class FrameDecoder<Desc extends DescMessage> {
       this.#failure = err as FrameError;
       return out;
     }
-    if (offset < bytes.byteLength) this.#pending = bytes.slice(offset);
     return out;
+  }
+
+  /** Copies the start of `chunk` into the frame body being collected; returns the bytes used. */
+  #fill(chunk: Uint8Array): number {
+    const body = this.#body!;
+    const take = Math.min(body.size - body.filled, chunk.byteLength);
+    if (body.filled + take > body.bytes.byteLength) {
+      const grown = new Uint8Array(
+        Math.min(body.size, Math.max(2 * body.bytes.byteLength, body.filled + take)),
+      );
+      grown.set(body.bytes.subarray(0, body.filled));
+      body.bytes = grown;
+    }
+    body.bytes.set(chunk.subarray(0, take), body.filled);
+    body.filled += take;
+    return take;
   }
 
   /** Throws the bad frame that followed the good frames of the last push, if there was one. */
@@ -132,8 +178,9 @@ export class FrameDecoder<Desc extends DescMessage> {
   /** Ends the stream; throws a truncated {@linkcode FrameError} when it ended inside a frame. */
   end(): void {
     this.check();
-    if (this.#pending) {
-      this.#pending = undefined;
+    if (this.pending) {
+      this.#prefixPart = undefined;
+      this.#body = undefined;
       throw new FrameError("truncated", "Cannot decode frame as the stream ended inside it");
     }
   }

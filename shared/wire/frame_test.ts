@@ -178,3 +178,35 @@ Deno.test("wire messages have no bytes fields, which would alias the reused read
   walk(EdgeEnvelopeSchema);
   assert.ok(seen.size > 20, `walked ${seen.size} message types`);
 });
+
+Deno.test("a frame split over many small chunks decodes whole, and the limit can be raised", () => {
+  const big = create(NodeEnvelopeSchema, {
+    msg: {
+      case: "runEvent",
+      value: {
+        runId: "r",
+        seq: 1n,
+        event: { case: "output", value: { text: "x".repeat(300_000) } },
+      },
+    },
+  });
+  const bytes = encodeFrame(NodeEnvelopeSchema, big);
+  const small = new FrameDecoder(NodeEnvelopeSchema, { maxFrameBytes: 16 * 1024 });
+  assert.throws(() => small.push(bytes.subarray(0, 10)), /exceeds the limit/);
+
+  const decoder = new FrameDecoder(NodeEnvelopeSchema, { maxFrameBytes: 16 * 1024 });
+  decoder.maxFrameBytes = 1024 * 1024;
+  const out = [];
+  for (let i = 0; i < bytes.byteLength; i += 997) {
+    out.push(...decoder.push(bytes.subarray(i, i + 997)));
+  }
+  assert.equal(out.length, 1);
+  const msg = out[0]!.msg;
+  assert.equal(
+    msg.case === "runEvent" && msg.value.event.case === "output"
+      ? msg.value.event.value.text.length
+      : 0,
+    300_000,
+  );
+  assert.equal(decoder.pending, false);
+});

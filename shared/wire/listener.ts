@@ -16,13 +16,62 @@ export interface ListenOptions {
   hostname: string;
   /** 0 picks a free port; read it back from `port`. */
   port: number;
-  /** Serves one connection until it ends. */
-  handle: (link: ByteLink) => Promise<void>;
+  /**
+   * Serves one connection until it ends; calls `admitted` once the peer has proved who it is,
+   * which frees its place among the {@linkcode ListenOptions.maxPending} anonymous ones.
+   */
+  handle: (link: ByteLink, admitted: () => void) => Promise<void>;
   logger: Logger;
   /** Absent: plain TCP. */
   tls?: ListenTls;
   /** Counts peers dropped for failing the TLS handshake. */
   onHandshakeFailed?: () => void;
+  /**
+   * Connections not yet admitted (handshaking or not yet registered) allowed at once; more are
+   * closed on arrival, so anonymous sockets cannot exhaust the service. Default 256.
+   */
+  maxPending?: number;
+  /** Counts connections closed because {@linkcode ListenOptions.maxPending} were waiting. */
+  onCrowded?: () => void;
+  /** How long a peer has to complete the TLS handshake; default 10 s. */
+  handshakeTimeoutMs?: number;
+}
+
+/** Counts anonymous connections against the cap and warns (at most every 10 s) when full. */
+class PendingGate {
+  readonly #max: number;
+  readonly #options: ListenOptions;
+  #count = 0;
+  #warnedAtMs = 0;
+
+  constructor(options: ListenOptions) {
+    this.#options = options;
+    this.#max = options.maxPending ?? DEFAULT_MAX_PENDING;
+  }
+
+  /** A place for a new connection, or undefined (after counting and warning) when full. */
+  enter(remote: string): (() => void) | undefined {
+    if (this.#count >= this.#max) {
+      this.#options.onCrowded?.();
+      const now = Date.now();
+      if (now - this.#warnedAtMs > 10_000) {
+        this.#warnedAtMs = now;
+        this.#options.logger.warn("too many connections waiting to log in, closing new ones", {
+          pending: this.#count,
+          max_pending: this.#max,
+          remote,
+        });
+      }
+      return undefined;
+    }
+    this.#count++;
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.#count--;
+    };
+  }
 }
 
 /** A running listener. */
@@ -38,13 +87,14 @@ export function listenFrames(options: ListenOptions): Promise<Listener> {
   return options.tls ? listenTls(options, options.tls) : Promise.resolve(listenPlain(options));
 }
 
-/** Serves one link and closes it, whatever the handler does. */
-async function serveLink(options: ListenOptions, link: ByteLink): Promise<void> {
+/** Serves one link and closes it, whatever the handler does; `leave` frees its pending place. */
+async function serveLink(options: ListenOptions, link: ByteLink, leave: () => void): Promise<void> {
   try {
-    await options.handle(link);
+    await options.handle(link, leave);
   } catch (err) {
     options.logger.warn("connection handler failed", { err, remote: link.remote });
   } finally {
+    leave();
     link.close();
   }
 }
@@ -58,11 +108,19 @@ function listenPlain(options: ListenOptions): Listener {
   const handlers = new Set<Promise<void>>();
   let closing = false;
 
+  const gate = new PendingGate(options);
   const serve = async (conn: Deno.Conn) => {
+    const link = plainLink(conn);
+    const leave = gate.enter(link.remote);
+    if (!leave) {
+      link.close();
+      open.delete(conn);
+      return;
+    }
     const tcp = conn as Partial<Deno.TcpConn>;
     tcp.setNoDelay?.(true);
     tcp.setKeepAlive?.(true);
-    await serveLink(options, plainLink(conn));
+    await serveLink(options, link, leave);
     open.delete(conn);
   };
 
@@ -108,18 +166,33 @@ async function listenTls(options: ListenOptions, settings: ListenTls): Promise<L
     ...(settings.clientCa ? { ca: settings.clientCa, requestCert: true } : {}),
     rejectUnauthorized: true,
     // A peer that connects and says nothing must not hold a socket for long.
-    handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+    handshakeTimeout: options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
   });
   const sockets = new Set<Socket>();
   const handlers = new Set<Promise<void>>();
+  const gate = new PendingGate(options);
+  /** Each connection's pending place by peer address, held from the TCP accept on. */
+  const places = new Map<string, () => void>();
   server.on("connection", (socket: Socket) => {
+    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const leave = gate.enter(remote);
+    if (!leave) {
+      socket.destroy();
+      return;
+    }
+    places.set(remote, leave);
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.once("close", () => {
+      sockets.delete(socket);
+      places.delete(remote);
+      leave();
+    });
   });
   server.on("secureConnection", (socket: tls.TLSSocket) => {
     socket.setNoDelay(true);
     socket.setKeepAlive(true);
-    const handler = serveLink(options, tlsLink(socket));
+    const leave = places.get(`${socket.remoteAddress}:${socket.remotePort}`) ?? (() => {});
+    const handler = serveLink(options, tlsLink(socket), leave);
     handlers.add(handler);
     void handler.finally(() => handlers.delete(handler));
   });
@@ -151,5 +224,7 @@ async function listenTls(options: ListenOptions, settings: ListenTls): Promise<L
   return { hostname: addr.address, port: addr.port, close, [Symbol.asyncDispose]: close };
 }
 
-/** How long a peer has to complete the TLS handshake. */
+/** Default of {@linkcode ListenOptions.handshakeTimeoutMs}. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
+/** Default of {@linkcode ListenOptions.maxPending}. */
+const DEFAULT_MAX_PENDING = 256;

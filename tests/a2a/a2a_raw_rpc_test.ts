@@ -105,6 +105,7 @@ Deno.test("message/stream sends 0.3 events ending with final:true, and tasks/res
   const again = await sseEvents(
     await fetch(url, {
       method: "POST",
+      headers: { "Content-Type": "application/json" },
       body: JSON.stringify({
         jsonrpc: "2.0",
         id: 8,

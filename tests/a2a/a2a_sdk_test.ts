@@ -200,7 +200,12 @@ Deno.test("a follow-up message with the same contextId resumes the CLI session",
   assert.ok("status" in second);
   assert.equal(second.contextId, first.contextId);
   assert.notEqual(second.id, first.id);
-  assert.equal(textOf(second.artifacts[0]!.parts), `resume:${first.contextId}:two`);
+  // The session is the Edge's own id for the context, kept in the task's metadata.
+  const sessionId = first.metadata?.iopSessionId;
+  assert.equal(typeof sessionId, "string");
+  assert.notEqual(sessionId, first.contextId);
+  assert.equal(second.metadata?.iopSessionId, sessionId);
+  assert.equal(textOf(second.artifacts[0]!.parts), `resume:${sessionId}:two`);
 });
 
 Deno.test("the SDK sees TaskNotFound for an unknown task and a failed task when no node serves the agent", async () => {

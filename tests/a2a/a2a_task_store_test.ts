@@ -98,7 +98,7 @@ Deno.test("after a restart GetTask over HTTP answers the unfinished task as fail
     await using stack = await startA2aEdge(openA2aTaskStore(path));
     const res = await fetch(`${stack.url}/a2a/echo`, {
       method: "POST",
-      headers: { "A2A-Version": "1.0" },
+      headers: { "A2A-Version": "1.0", "Content-Type": "application/json" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "lost" } }),
     });
     const { result } = await res.json();

@@ -42,6 +42,9 @@ const STATUS_OF: Record<string, 400 | 401 | 404 | 500 | 503 | 504> = {
   TIMEOUT: 504,
 };
 
+/** Newest audit rows the fleet report summarises. */
+const REPORT_COMMANDS = 200;
+
 const DASHBOARD_FILES: Record<string, string> = {
   "/": "dashboard.html",
   "/dashboard.js": "dashboard.js",
@@ -118,7 +121,10 @@ export function createCpHttp(deps: CpHttpDeps): Hono {
     return c.json(commandJson(command));
   });
 
-  app.get("/report", (c) => c.json(buildFleetReport(registry.list(), Date.now())));
+  app.get(
+    "/report",
+    (c) => c.json(buildFleetReport(registry.list(), Date.now(), audit.recent(REPORT_COMMANDS))),
+  );
   app.get("/audit", (c) => {
     const limit = Number(c.req.query("limit") ?? 100);
     return c.json({ records: audit.recent(Number.isInteger(limit) && limit > 0 ? limit : 100) });

@@ -18,6 +18,7 @@ function app(tokens: string[]) {
     audit,
     logger,
     defaultTimeoutMs: 1000,
+    resultGraceMs: 0,
     retained: 5,
   });
   return createCpHttp({ config, registry, commands, audit, metrics: new Registry(), logger });

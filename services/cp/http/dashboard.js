@@ -1,6 +1,7 @@
 // The fleet dashboard: speaks ClientEnvelope messages in proto3 JSON over the /client WebSocket
 // (hello → subscribe → status), renders edges side by side, live events and fleet commands with
-// their per-edge results. Plain script, no build step; all text goes in via textContent.
+// their per-edge results (unknown when the Control Plane cannot know, "completed late" when the
+// edge's answer came after that). Plain script, no build step; all text goes in via textContent.
 "use strict";
 
 const state = { edges: new Map(), commands: new Map(), nextId: 1, pending: new Map(), ws: null };
@@ -133,6 +134,7 @@ function renderEdges() {
         el("th", {}, "resource"),
         el("th", {}, "in-flight"),
         el("th", {}, "queued"),
+        el("th", {}, "health"),
       ),
     );
     for (const n of s.nodes || []) {
@@ -148,6 +150,12 @@ function renderEdges() {
             el("td", {}, r ? `${r.kind} ${r.id}${r.target ? ` → ${r.target}` : ""}` : "-"),
             el("td", {}, r ? r.inFlight : n.inFlight),
             el("td", {}, r ? r.queued : 0),
+            // `unhealthy` is left out of the JSON while false (proto3 default).
+            el(
+              "td",
+              { class: r && r.unhealthy ? "unhealthy" : "" },
+              !r ? "-" : r.unhealthy ? `unhealthy: ${r.healthDetail || "no detail"}` : "ok",
+            ),
           ),
         )
       );
@@ -254,11 +262,39 @@ function onCommandUpdate(u) {
   const share = cmd.edges.get(u.edgeId) || { status: "running", progress: [], summary: "" };
   cmd.edges.set(u.edgeId, share);
   if (u.progress) share.progress.push(u.progress.message);
+  // The run the command started: its whole output stays on the edge (see runOutputHint).
+  const started = u.result && u.result.runId ? u.result : u.progress;
+  if (started && started.runId && started.nodeId) {
+    share.runId = started.runId;
+    share.nodeId = started.nodeId;
+  }
   if (u.result) {
-    share.status = u.result.status;
+    // The Control Plane's view of the share: unknown when it cannot know, replaced (late) when
+    // the edge's real answer arrives after the deadline or a lost link.
+    share.status = u.shareStatus || u.result.status;
+    share.late = Boolean(u.late);
     share.summary = u.result.summary || "";
   }
   renderCommand(cmd);
+}
+
+/** Badge class of a share status: unknown is neither a success nor a failure. */
+function badgeOf(status) {
+  if (status === "succeeded") return "up";
+  if (status === "running") return "busy";
+  if (status === "unknown") return "unknown";
+  return "down";
+}
+
+/**
+ * Where the edge serves a run's whole output; the Control Plane knows no edge's HTTP address, so
+ * this is a hint to use against that edge (or `/history <node> <run-id>` on its console).
+ */
+function runOutputHint(edgeId, share) {
+  if (!share.runId || !share.nodeId) return "";
+  const path = `/api/iop/nodes/${encodeURIComponent(share.nodeId)}/runs/` +
+    `${encodeURIComponent(share.runId)}/output`;
+  return el("div", { class: "run-output muted" }, `full output: edge ${edgeId}: GET ${path}`);
 }
 
 function renderCommand(cmd) {
@@ -274,13 +310,12 @@ function renderCommand(cmd) {
         "div",
         { class: "edge-result", "data-edge-id": edgeId },
         `${edgeId}: `,
-        el("span", {
-          class: `status badge ${
-            share.status === "succeeded" ? "up" : share.status === "running" ? "busy" : "down"
-          }`,
-        }, share.status),
+        el("span", { class: `status badge ${badgeOf(share.status)}` }, share.status),
+        share.late ? el("span", { class: "late" }, " completed late") : "",
+        share.status === "unknown" ? el("span", { class: "late" }, " (not retryable)") : "",
         " ",
         el("span", { class: "summary" }, share.summary.split("\n").slice(-3).join(" ⏎ ")),
+        runOutputHint(edgeId, share),
         el("div", { class: "progress" }, share.progress.slice(-5).join("\n")),
       ),
     );

@@ -9,7 +9,7 @@ import {
   EdgeCommandProgressSchema,
   EdgeCommandResultSchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
-import type { FleetCommand } from "../commands.ts";
+import type { EdgeCommandState, FleetCommand } from "../commands.ts";
 
 /** A contract message as JSON with implicit (default) fields included. */
 export function messageJson<Desc extends DescMessage>(
@@ -19,12 +19,23 @@ export function messageJson<Desc extends DescMessage>(
   return toJson(schema, message, { alwaysEmitImplicit: true });
 }
 
-/** A fleet command with its per-edge progress and results. */
+/**
+ * A fleet command with its per-edge progress and results. Per edge: `status` (running,
+ * succeeded, failed, cancelled or unknown), `retryable` (false while unknown), `late` (the
+ * edge's answer replaced unknown), `learnedAtMs` (when the status was learned; 0 while
+ * running), and `runId`, `nodeId` and `outputPath` of the run the command started there (from
+ * its result, or its progress while it runs; empty when none): the run's whole output is at
+ * `outputPath` on that edge's HTTP listener, which the Control Plane does not know.
+ */
 export function commandJson(command: FleetCommand): Record<string, unknown> {
   const edges: Record<string, unknown> = {};
   for (const [edgeId, state] of command.edges) {
     edges[edgeId] = {
       status: state.status,
+      retryable: state.result?.error?.retryable ?? false,
+      late: state.late,
+      learnedAtMs: state.learnedAtMs,
+      ...runOf(state),
       progress: state.progress.map((p) => messageJson(EdgeCommandProgressSchema, p)),
       result: state.result ? messageJson(EdgeCommandResultSchema, state.result) : null,
     };
@@ -40,4 +51,17 @@ export function commandJson(command: FleetCommand): Record<string, unknown> {
     outcome: command.outcome,
     edges,
   };
+}
+
+/** The run an edge's share of a command started, and where that edge serves its output. */
+function runOf(state: EdgeCommandState): { runId: string; nodeId: string; outputPath: string } {
+  const started = state.result?.runId ? state.result : state.progress.findLast((p) => p.runId);
+  const runId = started?.runId ?? "";
+  const nodeId = started?.nodeId ?? "";
+  return { runId, nodeId, outputPath: runId && nodeId ? runOutputPath(nodeId, runId) : "" };
+}
+
+/** The path of a run's whole output on its edge (`GET`, text/plain). */
+export function runOutputPath(nodeId: string, runId: string): string {
+  return `/api/iop/nodes/${encodeURIComponent(nodeId)}/runs/${encodeURIComponent(runId)}/output`;
 }

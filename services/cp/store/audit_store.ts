@@ -1,7 +1,8 @@
 /**
  * The audit log in a SQLite file (Deno's built-in `node:sqlite`): one row per fleet command,
- * written when it is accepted and completed when its last edge answers. Rows left running by a
- * previous process are marked interrupted when the file is opened again.
+ * written when it is accepted, completed when its last edge answers, and rewritten when an
+ * edge's late answer replaces an `unknown` share. Rows left running by a previous process are
+ * marked interrupted when the file is opened again.
  * @module
  */
 import { DatabaseSync } from "node:sqlite";
@@ -55,9 +56,11 @@ export function openAuditStore(path: string, nowMs: number = Date.now()): AuditL
   const finish = db.prepare(
     "UPDATE audit SET outcome = ?, finished_at_ms = ?, results = ? WHERE command_id = ?",
   );
+  const update = db.prepare("UPDATE audit SET outcome = ?, results = ? WHERE command_id = ?");
   const recent = db.prepare(
     "SELECT * FROM audit ORDER BY created_at_ms DESC, rowid DESC LIMIT ?",
   );
+  const one = db.prepare("SELECT * FROM audit WHERE command_id = ?");
   return {
     begin(r: AuditRecord) {
       insert.run(
@@ -79,22 +82,46 @@ export function openAuditStore(path: string, nowMs: number = Date.now()): AuditL
     ) {
       finish.run(outcome, finishedAtMs, JSON.stringify(results), commandId);
     },
+    update(commandId: string, outcome: CommandOutcome, results: Record<string, AuditEdgeResult>) {
+      update.run(outcome, JSON.stringify(results), commandId);
+    },
+    get(commandId: string): AuditRecord | undefined {
+      const row = one.get(commandId) as unknown as Row | undefined;
+      return row ? fromRow(row) : undefined;
+    },
     recent(limit: number): AuditRecord[] {
-      return (recent.all(limit) as unknown as Row[]).map((row) => ({
-        commandId: row.command_id,
-        actor: row.actor,
-        via: row.via,
-        kind: row.kind,
-        detail: row.detail,
-        edges: JSON.parse(row.edges) as string[],
-        createdAtMs: row.created_at_ms,
-        finishedAtMs: row.finished_at_ms,
-        outcome: row.outcome,
-        results: JSON.parse(row.results) as Record<string, AuditEdgeResult>,
-      }));
+      return (recent.all(limit) as unknown as Row[]).map(fromRow);
     },
     close() {
       if (db.isOpen) db.close();
     },
+  };
+}
+
+function fromRow(row: Row): AuditRecord {
+  const stored = JSON.parse(row.results) as Record<string, Partial<AuditEdgeResult>>;
+  const results: Record<string, AuditEdgeResult> = {};
+  // Rows written before retryable/late/learnedAtMs were kept read with their defaults.
+  for (const [edgeId, r] of Object.entries(stored)) {
+    results[edgeId] = {
+      status: r.status ?? "failed",
+      summary: r.summary ?? "",
+      errorCode: r.errorCode ?? "",
+      retryable: r.retryable ?? false,
+      late: r.late ?? false,
+      learnedAtMs: r.learnedAtMs ?? 0,
+    };
+  }
+  return {
+    commandId: row.command_id,
+    actor: row.actor,
+    via: row.via,
+    kind: row.kind,
+    detail: row.detail,
+    edges: JSON.parse(row.edges) as string[],
+    createdAtMs: row.created_at_ms,
+    finishedAtMs: row.finished_at_ms,
+    outcome: row.outcome,
+    results,
   };
 }

@@ -1,6 +1,15 @@
 import assert from "node:assert/strict";
 import { openAuditStore } from "./audit_store.ts";
-import type { AuditRecord } from "../ports.ts";
+import type { AuditEdgeResult, AuditRecord, ShareStatus } from "../ports.ts";
+
+const share = (status: ShareStatus, summary: string, errorCode: string): AuditEdgeResult => ({
+  status,
+  summary,
+  errorCode,
+  retryable: false,
+  late: false,
+  learnedAtMs: 15,
+});
 
 const record = (commandId: string, createdAtMs: number): AuditRecord => ({
   commandId,
@@ -23,8 +32,8 @@ Deno.test("audit rows survive reopening the file, and rows left running are mark
     first.begin(record("cmd_done", 10));
     first.begin(record("cmd_open", 20));
     first.finish("cmd_done", "partial", 15, {
-      "edge-a": { status: "succeeded", summary: "ok", errorCode: "" },
-      "edge-b": { status: "failed", summary: "down", errorCode: "UNAVAILABLE" },
+      "edge-a": share("succeeded", "ok", ""),
+      "edge-b": share("failed", "down", "UNAVAILABLE"),
     });
     first.close();
 
@@ -47,5 +56,32 @@ Deno.test("recent() returns the newest audit rows first, at most the limit", () 
   const store = openAuditStore(":memory:");
   for (let i = 0; i < 5; i++) store.begin(record(`cmd_${i}`, i));
   assert.deepEqual(store.recent(2).map((r) => r.commandId), ["cmd_4", "cmd_3"]);
+  store.close();
+});
+
+Deno.test("update() rewrites a finished row's outcome and results when a late answer arrives", () => {
+  const store = openAuditStore(":memory:");
+  store.begin(record("cmd_late", 1));
+  store.finish("cmd_late", "unknown", 50, {
+    "edge-a": share("succeeded", "ok", ""),
+    "edge-b": share("unknown", "no result within 10 ms", "TIMEOUT"),
+  });
+  assert.equal(store.get("cmd_late")?.outcome, "unknown");
+  store.update("cmd_late", "succeeded", {
+    "edge-a": share("succeeded", "ok", ""),
+    "edge-b": { ...share("succeeded", "deployed", ""), late: true, learnedAtMs: 90 },
+  });
+  const row = store.get("cmd_late");
+  assert.equal(row?.outcome, "succeeded");
+  assert.equal(row?.finishedAtMs, 50, "the first end stays");
+  assert.deepEqual(row?.results["edge-b"], {
+    status: "succeeded",
+    summary: "deployed",
+    errorCode: "",
+    retryable: false,
+    late: true,
+    learnedAtMs: 90,
+  });
+  assert.equal(store.get("cmd_none"), undefined);
   store.close();
 });

@@ -34,6 +34,9 @@ const NO_EDGE_CREDENTIAL = hashSecret(crypto.randomUUID());
 /** Quiet time after a relayed event before the edge is asked for fresh status. */
 const STATUS_REFRESH_DEBOUNCE_MS = 150;
 
+/** Largest frame an edge may send before its hello is accepted (a hello is well under 1 KiB). */
+const HELLO_FRAME_MAX_BYTES = 16 * 1024;
+
 type Conn = FrameConnection<typeof EdgeEnvelopeSchema, typeof EdgeEnvelopeSchema>;
 
 /** Options of {@linkcode startEdgeServer}. */
@@ -60,19 +63,28 @@ export function startEdgeServer(options: EdgeServerOptions): Promise<Listener> {
     ...(options.wireMetrics
       ? { onHandshakeFailed: () => options.wireMetrics?.rejected("handshake") }
       : {}),
-    handle: async (raw) => {
+    maxPending: wire.maxPendingConnections,
+    // An edge has hello_timeout_ms to log in, the TLS handshake included.
+    handshakeTimeoutMs: wire.helloTimeoutMs,
+    ...(options.wireMetrics ? { onCrowded: () => options.wireMetrics?.rejected("crowded") } : {}),
+    handle: async (raw, admitted) => {
       const conn: Conn = new FrameConnection(raw, {
         inSchema: EdgeEnvelopeSchema,
         outSchema: EdgeEnvelopeSchema,
-        maxFrameBytes: wire.maxFrameBytes,
+        // Until its hello is accepted, a peer may send only a small frame.
+        maxFrameBytes: HELLO_FRAME_MAX_BYTES,
         ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
       });
-      await serveEdge(conn, options);
+      await serveEdge(conn, options, admitted);
     },
   });
 }
 
-async function serveEdge(conn: Conn, options: EdgeServerOptions): Promise<void> {
+async function serveEdge(
+  conn: Conn,
+  options: EdgeServerOptions,
+  admitted: () => void,
+): Promise<void> {
   const { config, registry, commands, logger } = options;
   const messages = conn.messages();
   const timer = setTimeout(
@@ -113,6 +125,8 @@ async function serveEdge(conn: Conn, options: EdgeServerOptions): Promise<void> 
     },
   }));
   options.onHello?.("accepted");
+  conn.maxFrameBytes = config.wire.maxFrameBytes;
+  admitted();
   const pending = new PendingRequests<EdgeStatusResponse>();
   const link = createLink(conn, pending);
   const attachment = registry.attach({

@@ -4,6 +4,14 @@
  * and log lines become `working` status messages, and the run's terminal event decides
  * `completed`, `failed` or `canceled`. Tasks stay readable for the retention period; on start,
  * tasks a previous process left unfinished are marked failed with a reason.
+ *
+ * Sessions: the first task of a context gets a new, server-generated session id (never the
+ * client's context id, so no client can name another's session or a command-line option); every
+ * later task of that context runs with the same id, so a CLI agent continues its session on the
+ * node that holds it (`../sessions.ts`). A task keeps its session and node in its metadata
+ * (`iopSessionId`, `iopNodeId`), so the store carries them across a restart and
+ * {@linkcode A2aTaskManager.recover} re-seeds the Edge's session map. A message whose metadata
+ * has `iopOnSessionLost: "start_new"` starts the session anew elsewhere when its node is gone.
  * @module
  */
 import { AsyncQueue } from "../../../shared/async_queue.ts";
@@ -12,6 +20,7 @@ import type { Logger } from "../../../shared/log.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import type { AgentRecord } from "../config.ts";
 import type { RunHandle, RunSubmission } from "../ports.ts";
+import { newSessionId } from "../sessions.ts";
 import type { ListParams, TaskPage } from "./dialect.ts";
 import { A2aRpcError, invalidParams, RPC_CODE, taskNotFound } from "./rpc_error.ts";
 import type { A2aTaskStore } from "./task_store.ts";
@@ -31,6 +40,8 @@ import {
 export interface RunSubmitter {
   submitRun(submission: RunSubmission): Promise<RunHandle>;
   cancelRun(runId: string, reason?: string): boolean;
+  /** The Edge's session → node map, re-seeded from stored tasks; absent = not re-seeded. */
+  readonly sessionAffinity?: { remember(sessionId: string, nodeId: string, atMs?: number): void };
 }
 
 /** Options of {@linkcode A2aTaskManager}. */
@@ -85,6 +96,14 @@ export class A2aTaskManager {
     let failed = 0;
     for (const task of this.#options.store.loadAll()) {
       const live = this.#live(task);
+      const { iopSessionId, iopNodeId } = task.metadata ?? {};
+      if (typeof iopSessionId === "string" && typeof iopNodeId === "string") {
+        this.#options.service.sessionAffinity?.remember(
+          iopSessionId,
+          iopNodeId,
+          task.status.timestampMs,
+        );
+      }
       if (!isTerminalState(task.status.state)) {
         task.status = {
           state: "failed",
@@ -123,10 +142,8 @@ export class A2aTaskManager {
           "messages; send a new message with its contextId to continue the conversation",
       );
     }
-    const continues = contextId !== "" &&
-      [...this.#tasks.values()].some((l) =>
-        l.task.agentId === agent.id && l.task.contextId === contextId
-      );
+    const sessionId = (contextId === "" ? undefined : this.#sessionOf(agent.id, contextId)) ??
+      newSessionId();
     if (contextId === "") contextId = crypto.randomUUID();
     const id = crypto.randomUUID();
     const task: A2aTask = {
@@ -138,14 +155,16 @@ export class A2aTaskManager {
       history: [{ ...message, taskId: id, contextId }],
       createdAtMs: this.#now(),
       runId: "",
+      metadata: { iopSessionId: sessionId },
     };
     const live = this.#live(task);
     this.#options.store.put(task);
     queueMicrotask(() =>
-      this.#execute(live, agent, continues ? contextId : "").catch((err) => {
-        this.#options.logger.error("a2a task broke", { task_id: id, err });
-        this.#finish(live, "failed", `Task failed inside the Edge: ${toIopError(err).message}`);
-      })
+      this.#execute(live, agent, sessionId, message.metadata?.iopOnSessionLost === "start_new")
+        .catch((err) => {
+          this.#options.logger.error("a2a task broke", { task_id: id, err });
+          this.#finish(live, "failed", `Task failed inside the Edge: ${toIopError(err).message}`);
+        })
     );
     return structuredClone(task);
   }
@@ -272,7 +291,23 @@ export class A2aTaskManager {
     return live;
   }
 
-  async #execute(live: Live, agent: AgentRecord, sessionId: string): Promise<void> {
+  /** The session of the latest task of `agentId` in `contextId`, if any has one. */
+  #sessionOf(agentId: string, contextId: string): string | undefined {
+    let latest: A2aTask | undefined;
+    for (const { task } of this.#tasks.values()) {
+      if (task.agentId !== agentId || task.contextId !== contextId) continue;
+      if (typeof task.metadata?.iopSessionId !== "string") continue;
+      if (!latest || task.createdAtMs >= latest.createdAtMs) latest = task;
+    }
+    return latest?.metadata?.iopSessionId as string | undefined;
+  }
+
+  async #execute(
+    live: Live,
+    agent: AgentRecord,
+    sessionId: string,
+    startNewIfLost: boolean,
+  ): Promise<void> {
     const { task } = live;
     const log = this.#options.logger.with({ task_id: task.id, agent_id: agent.id });
     if (live.cancelReason !== undefined) {
@@ -292,6 +327,7 @@ export class A2aTaskManager {
         sessionId,
         metadata: { a2a_agent_id: agent.id, a2a_task_id: task.id, a2a_context_id: task.contextId },
         timeoutMs: 0,
+        ...(startNewIfLost ? { onSessionLost: "start_new" as const } : {}),
       });
     } catch (err) {
       const e = toIopError(err);
@@ -302,7 +338,7 @@ export class A2aTaskManager {
       return;
     }
     task.runId = handle.runId;
-    task.metadata = { iopRunId: handle.runId, iopNodeId: handle.nodeId };
+    task.metadata = { iopRunId: handle.runId, iopNodeId: handle.nodeId, iopSessionId: sessionId };
     if (live.cancelReason !== undefined) handle.cancel(live.cancelReason);
     else this.#status(live, { state: "working", timestampMs: this.#now() }, true);
     log.debug("a2a task running", { run_id: handle.runId, node_id: handle.nodeId });

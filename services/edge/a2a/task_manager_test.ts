@@ -141,7 +141,7 @@ Deno.test("cancelling a task cancels its run and ends it canceled", async () => 
   assert.equal(runs.cancelled[0]![0], run.runId);
 });
 
-Deno.test("another agent cannot see a task, and a follow-up in the same context reuses it as the session", async () => {
+Deno.test("another agent cannot see a task, and a follow-up in the same context continues its server-generated session", async () => {
   const runs = new Runs();
   using m = manager(runs);
   const first = m.tasks.start(agent, message("one"));
@@ -151,6 +151,53 @@ Deno.test("another agent cannot see a task, and a follow-up in the same context 
   assert.equal(m.tasks.get("other-agent", first.id), undefined);
   m.tasks.start(agent, message("two", first.contextId));
   await runs.nextRun();
-  assert.equal(runs.submitted[0]!.sessionId, "", "a new context starts a new session");
-  assert.equal(runs.submitted[1]!.sessionId, first.contextId, "its follow-up continues it");
+  const sessionId = runs.submitted[0]!.sessionId;
+  assert.match(sessionId, /^[0-9a-f-]{36}$/, "a new context gets a server-generated session");
+  assert.notEqual(sessionId, first.contextId, "never the client's context id");
+  assert.equal(first.metadata?.iopSessionId, sessionId, "kept in the task's metadata");
+  assert.equal(runs.submitted[1]!.sessionId, sessionId, "its follow-up continues it");
+});
+
+Deno.test("recover() re-seeds the session map from stored tasks, and a follow-up after it keeps the session", async () => {
+  const runs = new Runs();
+  const remembered: [string, string, number | undefined][] = [];
+  const service: RunSubmitter = {
+    submitRun: (s) => runs.submitRun(s),
+    cancelRun: (id, reason) => runs.cancelRun(id, reason),
+    sessionAffinity: { remember: (s, n, at) => void remembered.push([s, n, at]) },
+  };
+  const store = memoryTaskStore();
+  store.put({
+    id: "t1",
+    contextId: "ctx-1",
+    agentId: "echo",
+    status: { state: "completed", timestampMs: Date.now() - 1000 },
+    artifacts: [],
+    history: [],
+    createdAtMs: Date.now() - 2000,
+    runId: "run_old",
+    metadata: { iopRunId: "run_old", iopNodeId: "node-2", iopSessionId: "sess-1" },
+  });
+  const tasks = new A2aTaskManager({
+    service,
+    store,
+    logger: createLogger("test", { level: "error" }),
+    retentionMs: 60_000,
+  });
+  try {
+    tasks.recover();
+    assert.deepEqual(remembered.map(([s, n]) => [s, n]), [["sess-1", "node-2"]]);
+    tasks.start(agent, message("again", "ctx-1"));
+    await runs.nextRun();
+    assert.equal(runs.submitted[0]!.sessionId, "sess-1");
+    assert.equal(runs.submitted[0]!.onSessionLost, undefined, "fails by default when lost");
+    tasks.start(agent, {
+      ...message("anywhere", "ctx-1"),
+      metadata: { iopOnSessionLost: "start_new" },
+    });
+    await runs.nextRun();
+    assert.equal(runs.submitted[1]!.onSessionLost, "start_new");
+  } finally {
+    tasks.close();
+  }
 });

@@ -1,18 +1,37 @@
 /**
  * Domain agents: edge-configured automations (e.g. a build/deploy agent) whose named commands
  * each map to an `adapter + target` (typically a CLI profile) run through the normal service
- * path. The Edge owns their state (ready / busy / error) and their logs and artifacts; only
- * state, progress and result summaries travel upward to a Control Plane.
+ * path. The Edge owns their state (ready / busy / error / unavailable) and their logs and
+ * artifacts; only state, progress and result summaries travel upward to a Control Plane.
+ *
+ * An agent is `unavailable` while some command of it has no connected, non-draining node that
+ * can run its `adapter + target` (`reachability.ts`); the state follows node registrations,
+ * disconnections, applied configs, adapter health and reloads, and turns `ready` again when a
+ * node can (the failure of an earlier command is then history, in `lastStatus`).
  * @module
  */
 import { IopError } from "../../../shared/errors.ts";
 import { runInput } from "../../../shared/run.ts";
 import type { AgentRecord } from "../config.ts";
+import type { EdgeEvent } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
+import { unreachableReason } from "./reachability.ts";
 import { type RunOutcome, type RunProgress, runToOutcome } from "./run_outcome.ts";
 
-/** A domain agent's state: ready for a command, running one, or its last command failed. */
-export type AgentState = "ready" | "busy" | "error";
+/**
+ * A domain agent's state: ready for a command, running one, its last command failed, or a
+ * command of it has no node that can run it now.
+ */
+export type AgentState = "ready" | "busy" | "error" | "unavailable";
+
+/** Edge events after which a command's reachability may have changed. */
+const REACHABILITY_EVENTS: ReadonlySet<EdgeEvent["type"]> = new Set([
+  "node_registered",
+  "node_disconnected",
+  "node_config_applied",
+  "adapter_health",
+  "config_reloaded",
+]);
 
 /** What the Edge reports about one domain agent. */
 export interface AgentView {
@@ -55,13 +74,41 @@ export class DomainAgents {
   readonly #live = new Map<string, Live>();
   readonly #listeners = new Set<(change: AgentStateChange) => void>();
 
+  /** Follows the service's node events for reachability; see {@linkcode DomainAgents.refresh}. */
   constructor(service: EdgeService, options: { now?: () => number } = {}) {
     this.#service = service;
     this.#now = options.now ?? Date.now;
+    service.subscribe((event) => {
+      if (!REACHABILITY_EVENTS.has(event.type)) return;
+      this.refresh();
+      // Whoever published may update the session (e.g. its adapter health) right after.
+      queueMicrotask(() => this.refresh());
+    });
+    this.refresh();
+  }
+
+  /**
+   * Re-evaluates which agents can run their commands now, publishing each change; called on
+   * node events, by `list`, and by whoever changes what routing sees without an event (drain).
+   */
+  refresh(): void {
+    for (const record of this.#records()) {
+      const live = this.#liveOf(record.id);
+      if (live.state === "busy") continue;
+      const why = this.#unreachable(record);
+      if (why !== undefined) {
+        if (live.state !== "unavailable" || live.detail !== why) {
+          this.#set(record.id, "unavailable", why);
+        }
+      } else if (live.state === "unavailable") {
+        this.#set(record.id, "ready", "");
+      }
+    }
   }
 
   /** Every configured domain agent with its state. */
   list(): AgentView[] {
+    this.refresh();
     return this.#records().map((r) => {
       const live = this.#liveOf(r.id);
       return {
@@ -111,6 +158,14 @@ export class DomainAgents {
         `Cannot run '${command}' as agent '${agentId}' is busy: ${live.detail}`,
       );
     }
+    const why = this.#reasonFor(step);
+    if (why !== undefined) {
+      this.refresh();
+      throw new IopError(
+        "UNAVAILABLE",
+        `Cannot run '${command}' of agent '${agentId}' as no node can run it now: ${why}`,
+      );
+    }
     this.#set(agentId, "busy", `running ${command}`);
     live.lastCommand = command;
     const outcome = await runToOutcome(
@@ -130,7 +185,24 @@ export class DomainAgents {
     } else {
       this.#set(agentId, "ready", "");
     }
+    this.refresh();
     return outcome;
+  }
+
+  /** Why some command of the agent cannot run now, command by command; undefined when all can. */
+  #unreachable(record: AgentRecord): string | undefined {
+    const reasons = record.commands.flatMap((c) => {
+      const why = this.#reasonFor(c);
+      return why === undefined ? [] : [`${c.name} cannot run: ${why}`];
+    });
+    return reasons.length === 0 ? undefined : reasons.join("; ");
+  }
+
+  #reasonFor(step: { adapter: string; target: string }): string | undefined {
+    return unreachableReason(step, {
+      sessions: this.#service.sessions(),
+      records: this.#service.nodeStore.list(),
+    });
   }
 
   #records(): AgentRecord[] {

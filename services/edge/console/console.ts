@@ -6,8 +6,9 @@
  */
 import { toIopError } from "../../../shared/errors.ts";
 import { runInput } from "../../../shared/run.ts";
+import type { DomainAgents } from "../agents/domain_agents.ts";
 import type { OpsGateway, RunHandle } from "../ports.ts";
-import { formatHistory, formatNodes, formatStatus } from "./format.ts";
+import { formatAgents, formatHistory, formatNodes, formatStatus } from "./format.ts";
 
 /** Where the console writes; one call per piece of text. */
 export type ConsoleOutput = (text: string) => void;
@@ -20,6 +21,11 @@ const HELP = `Commands:
   /cancel <run-id>                     cancel a run
   /runs                                runs started from this console that are still going
   /history <node> [limit]              the node's recent runs from its history
+  /history <node> <run-id>             one run's whole stored output
+  /drain <node>                        no new runs on the node; runs in flight finish
+  /undrain <node>                      the node takes new runs again
+  /agents                              domain agents with their state and commands
+  /agent <id> <command> [input...]     run a domain agent's command, progress streamed
   /reload                              re-read the config file (kept when invalid)
   /help                                this text
   /quit                                leave the console (the edge keeps running)`;
@@ -28,12 +34,20 @@ const HELP = `Commands:
 export class OpsConsole {
   readonly #service: OpsGateway;
   readonly #out: ConsoleOutput;
+  readonly #agents: DomainAgents | undefined;
   readonly #runs = new Map<string, RunHandle>();
   readonly #streams = new Set<Promise<void>>();
+  /** Aborts the agent commands this console started, when it closes. */
+  readonly #closing = new AbortController();
 
-  constructor(service: OpsGateway, out: ConsoleOutput) {
+  /**
+   * `agents`: the Edge's domain agents, the same instance its Control Plane link commands, so
+   * both see one state (a busy agent refuses a second command from either side).
+   */
+  constructor(service: OpsGateway, out: ConsoleOutput, agents?: DomainAgents) {
     this.#service = service;
     this.#out = out;
+    this.#agents = agents;
   }
 
   /**
@@ -49,6 +63,7 @@ export class OpsConsole {
       this.#out(prompt);
     }
     for (const run of this.#runs.values()) run.cancel("console closed");
+    this.#closing.abort();
     await Promise.allSettled([...this.#streams]);
   }
 
@@ -85,6 +100,16 @@ export class OpsConsole {
           break;
         case "/history":
           await this.#history(args[0], args[1]);
+          break;
+        case "/drain":
+        case "/undrain":
+          this.#drain(args[0], command === "/drain");
+          break;
+        case "/agents":
+          this.#out(formatAgents(this.#domainAgents().list()));
+          break;
+        case "/agent":
+          this.#agent(args[0], args[1], args.slice(2).join(" "));
           break;
         case "/reload": {
           const result = await this.#service.reload();
@@ -189,9 +214,68 @@ export class OpsConsole {
     return matches.length === 1 ? matches[0]! : prefix;
   }
 
+  #drain(node: string | undefined, draining: boolean): void {
+    if (!node) {
+      this.#out(`usage: /${draining ? "drain" : "undrain"} <node>\n`);
+      return;
+    }
+    if (!this.#service.drainNode(node, draining)) {
+      this.#out(`no connected node '${node}'\n`);
+      return;
+    }
+    // Draining publishes no event; an agent whose only node it was is now unavailable.
+    this.#agents?.refresh();
+    this.#out(
+      draining
+        ? `node ${node} draining: no new runs; runs in flight finish\n`
+        : `node ${node} accepting runs\n`,
+    );
+  }
+
+  #domainAgents(): DomainAgents {
+    if (!this.#agents) throw new Error("this console has no domain agents");
+    return this.#agents;
+  }
+
+  /** Starts an agent command; its progress and outcome print as they come. */
+  #agent(id: string | undefined, command: string | undefined, input: string): void {
+    if (!id || !command) {
+      this.#out("usage: /agent <id> <command> [input...]\n");
+      return;
+    }
+    const agents = this.#domainAgents();
+    const agent = agents.list().find((a) => a.id === id);
+    if (!agent) {
+      this.#out(`no domain agent '${id}'; /agents lists them\n`);
+      return;
+    }
+    if (!agent.commands.includes(command)) {
+      this.#out(`agent ${id} has no command '${command}': it has ${agent.commands.join(", ")}\n`);
+      return;
+    }
+    this.#out(`agent ${id}: ${command} started\n`);
+    const stream = agents.execute(id, command, input, {
+      signal: this.#closing.signal,
+      onProgress: (p) => this.#out(`[${id} ${command}] ${p.message.trimEnd()}\n`),
+    }).then((outcome) => {
+      const where = outcome.runId ? ` (run ${outcome.runId} on ${outcome.nodeId})` : "";
+      const why = outcome.error ? `: ${outcome.error.code}: ${outcome.error.message}` : "";
+      this.#out(`agent ${id}: ${command} ${outcome.status}${why}${where}\n`);
+    }, (err) => {
+      const e = toIopError(err);
+      this.#out(`agent ${id}: ${command} refused: ${e.code}: ${e.message}\n`);
+    }).finally(() => this.#streams.delete(stream));
+    this.#streams.add(stream);
+  }
+
+  /** `/history <node> [limit]` lists recent runs; a second argument not a number is a run id. */
   async #history(node: string | undefined, limit: string | undefined): Promise<void> {
     if (!node) {
-      this.#out("usage: /history <node> [limit]\n");
+      this.#out("usage: /history <node> [limit] | /history <node> <run-id>\n");
+      return;
+    }
+    if (limit !== undefined && !/^[+-]?[\d.]+$/.test(limit)) {
+      await this.#runOutput(node, limit);
       return;
     }
     const n = limit ? Number(limit) : 20;
@@ -201,6 +285,18 @@ export class OpsConsole {
     }
     const result = await this.#service.nodeCommand(node, { type: "history", limit: n });
     if (result.type === "history") this.#out(formatHistory(node, result.runs));
+  }
+
+  /** Prints one run's whole stored output (it ends with a truncation line when it was cut). */
+  async #runOutput(node: string, runId: string): Promise<void> {
+    const result = await this.#service.nodeCommand(node, { type: "run_output", runId });
+    if (result.type !== "run_output") return;
+    if (!result.found) {
+      this.#out(`no run '${runId}' in the history of node ${node}\n`);
+      return;
+    }
+    const output = result.output;
+    this.#out(output === "" || output.endsWith("\n") ? output : `${output}\n`);
   }
 }
 

@@ -2,6 +2,7 @@
  * Plain-text tables for the ops console.
  * @module
  */
+import type { AgentView } from "../agents/domain_agents.ts";
 import type { ResourceStatus, RunRecordView, StatusSnapshot } from "../ports.ts";
 
 function table(header: string[], rows: string[][]): string {
@@ -16,16 +17,29 @@ function ago(ms: number, now = Date.now()): string {
   return s < 120 ? `${s}s ago` : `${Math.round(s / 60)}m ago`;
 }
 
+/**
+ * The config version a node runs, e.g. `v3`; `v2 (wants v3)` while the Edge's newer one is not
+ * yet acknowledged, `?` for a node that does not report versions, `-` offline.
+ */
+function configVersionOf(n: StatusSnapshot["nodes"][number]): string {
+  if (!n.connected) return "-";
+  const runs = n.configVersion === 0 ? "?" : `v${n.configVersion}`;
+  return n.configVersion === n.wantedConfigVersion
+    ? runs
+    : `${runs} (wants v${n.wantedConfigVersion})`;
+}
+
 /** The `/nodes` table. */
 export function formatNodes(status: StatusSnapshot): string {
   if (status.nodes.length === 0) return "no nodes configured\n";
   return table(
-    ["NODE", "ALIAS", "STATE", "VERSION", "HOST", "IN-FLIGHT", "SEEN"],
+    ["NODE", "ALIAS", "STATE", "VERSION", "CONFIG", "HOST", "IN-FLIGHT", "SEEN"],
     status.nodes.map((n) => [
       n.id,
       n.alias || "-",
       n.connected ? (n.draining ? "draining" : "connected") : "offline",
       n.version || "-",
+      configVersionOf(n),
       n.hostname || "-",
       String(n.inFlight),
       n.connected ? ago(n.lastSeenMs) : "-",
@@ -33,10 +47,14 @@ export function formatNodes(status: StatusSnapshot): string {
   );
 }
 
-/** A resource's state: refused by its node (see the notes under the table), disabled, or ok. */
+/**
+ * A resource's state: refused by its node, unhealthy (see the notes under the table for both),
+ * disabled, or ok.
+ */
 function resourceState(r: ResourceStatus): string {
   if (r.refused !== "") return "refused";
-  return r.enabled ? "ok" : "disabled";
+  if (!r.enabled) return "disabled";
+  return r.healthy === false ? "unhealthy" : "ok";
 }
 
 /** The `/status` view: the snapshot, resource-first, then why each refused resource is. */
@@ -55,7 +73,7 @@ export function formatStatus(status: StatusSnapshot): string {
       `${r.adapter}(${r.adapterKind})`,
       r.target || "-",
       r.modelGroup || "-",
-      r.kind === "provider" ? `${r.inFlight}/${r.maxConcurrency}` : "-",
+      r.kind === "provider" ? `${r.inFlight}/${r.maxConcurrency}` : String(r.inFlight),
       r.kind === "provider" ? String(r.queued) : "-",
       resourceState(r),
     ])
@@ -67,10 +85,17 @@ export function formatStatus(status: StatusSnapshot): string {
       `: ${r.refused.replace(/\s+/g, " ")}\n`
     )
   );
+  const sick = status.nodes.flatMap((n) =>
+    n.resources.filter((r) => r.refused === "" && r.enabled && r.healthy === false).map((r) =>
+      `unhealthy on ${n.id}: ${r.kind} ${r.id}` +
+      (r.kind === "provider" ? ` (adapter ${r.adapter})` : "") +
+      `: ${(r.healthDetail ?? "").replace(/\s+/g, " ")}\n`
+    )
+  );
   return head + table(
     ["NODE", "LINK", "KIND", "RESOURCE", "ADAPTER", "TARGET", "MODEL", "BUSY", "QUEUED", "STATE"],
     rows,
-  ) + refusals.join("");
+  ) + refusals.join("") + sick.join("");
 }
 
 /** The `/history` table. */
@@ -88,6 +113,21 @@ export function formatHistory(node: string, runs: RunRecordView[]): string {
       `${r.usage.inputTokens}/${r.usage.outputTokens}`,
       (r.errorCode ? `${r.errorCode}: ${r.errorMessage}` : r.outputSummary).replace(/\s+/g, " ")
         .slice(0, 50),
+    ]),
+  );
+}
+
+/** The `/agents` table: each domain agent, its state and commands, and its last command. */
+export function formatAgents(agents: AgentView[]): string {
+  if (agents.length === 0) return "no domain agents configured\n";
+  return table(
+    ["AGENT", "STATE", "COMMANDS", "LAST", "DETAIL"],
+    agents.map((a) => [
+      a.id,
+      a.state,
+      a.commands.join(",") || "-",
+      a.lastCommand ? `${a.lastCommand} ${a.lastStatus} ${ago(a.lastFinishedAtMs)}` : "-",
+      a.detail || "-",
     ]),
   );
 }

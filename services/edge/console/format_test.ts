@@ -35,6 +35,8 @@ const status: StatusSnapshot = {
     connectedAtMs: 0,
     lastSeenMs: 0,
     inFlight: 0,
+    configVersion: 2,
+    wantedConfigVersion: 2,
     resources: [
       resource("mock"),
       resource("cli", { refused: WHY }),

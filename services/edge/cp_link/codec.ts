@@ -54,6 +54,8 @@ export function toStatusResponse(
         // The contract has no refusal field: a resource its node refused is not enabled there,
         // and the reason reaches the Control Plane in the node's adapters_applied event.
         enabled: r.enabled && r.refused === "",
+        unhealthy: r.healthy === false,
+        healthDetail: r.healthDetail ?? "",
       })),
     })),
     agents: agents.map((a) => ({

@@ -62,6 +62,8 @@ Deno.test("a resource its node refused reaches the Control Plane as not enabled"
       connectedAtMs: 0,
       lastSeenMs: 0,
       inFlight: 0,
+      configVersion: 2,
+      wantedConfigVersion: 2,
       resources: [resource("ok", ""), resource("cli", WHY)],
     }],
   };

@@ -1,7 +1,7 @@
 /**
  * Executes a Control Plane command on this Edge through the same service-layer calls the ops
- * console uses (submit, cancel, drain, reload) and the domain agents, and turns the outcome into
- * the command result sent upward.
+ * console uses (submit, cancel, drain, reload) and the domain agents, within the deadline the
+ * Control Plane gave it, and turns the outcome into the command result sent upward.
  * @module
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -25,6 +25,71 @@ export interface CommandDeps {
   signal: AbortSignal;
   /** Defaults to Date.now. */
   now?: () => number;
+}
+
+/** How long after the deadline cancelled work may take to stop before it is answered anyway. */
+export const CANCEL_SETTLE_MS = 10_000;
+
+/** Options of {@linkcode executeWithDeadline}, beyond those of {@linkcode executeCommand}. */
+export interface DeadlineDeps extends CommandDeps {
+  /** Defaults to {@linkcode CANCEL_SETTLE_MS}. */
+  cancelSettleMs?: number;
+}
+
+/**
+ * Executes one command within its `timeout_ms` (none when 0). When the deadline passes, the
+ * runs it started are cancelled (with the deadline as their reason) and, once they have stopped
+ * (or `cancelSettleMs` later), the answer is failed/TIMEOUT saying it was cancelled at the
+ * deadline, never retryable: the work may have been half done. A command that ended on its own
+ * before the cancellation took effect keeps its own result.
+ */
+export async function executeWithDeadline(
+  req: EdgeCommandRequest,
+  deps: DeadlineDeps,
+): Promise<EdgeCommandResult> {
+  if (req.timeoutMs === 0) return await executeCommand(req, deps);
+  const deadline = new AbortController();
+  const runs = new Set<string>();
+  let settleTimer: ReturnType<typeof setTimeout> | undefined;
+  let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  const gaveUp = new Promise<undefined>((resolve) => {
+    deadlineTimer = setTimeout(() => {
+      const reason = `command deadline of ${req.timeoutMs} ms passed`;
+      for (const runId of runs) deps.service.cancelRun(runId, reason);
+      deadline.abort(new IopError("TIMEOUT", reason));
+      settleTimer = setTimeout(resolve, deps.cancelSettleMs ?? CANCEL_SETTLE_MS, undefined);
+    }, req.timeoutMs);
+  });
+  const execution = executeCommand(req, {
+    ...deps,
+    signal: AbortSignal.any([deps.signal, deadline.signal]),
+    onProgress: (p) => {
+      if (p.runId) runs.add(p.runId);
+      deps.onProgress(p);
+    },
+  });
+  const result = await Promise.race([execution, gaveUp]);
+  clearTimeout(deadlineTimer);
+  clearTimeout(settleTimer);
+  const cutShort = result === undefined || result.status === "cancelled" ||
+    result.error?.code === "CANCELLED";
+  if (!deadline.signal.aborted || deps.signal.aborted || !cutShort) return result!;
+  const stopped = result !== undefined;
+  const message = `Cannot finish the command within its deadline of ${req.timeoutMs} ms: ` +
+    (stopped
+      ? "cancelled at the deadline"
+      : `cancelled at the deadline, still stopping ${
+        deps.cancelSettleMs ?? CANCEL_SETTLE_MS
+      } ms later`);
+  return create(EdgeCommandResultSchema, {
+    commandId: req.commandId,
+    status: "failed",
+    summary: result?.summary ? `${result.summary}\n${message}` : message,
+    error: { code: "TIMEOUT", message, retryable: false },
+    runId: result?.runId ?? [...runs].at(-1) ?? "",
+    nodeId: result?.nodeId ?? "",
+    durationMs: result?.durationMs ?? BigInt(req.timeoutMs),
+  });
 }
 
 /** Executes one command; never rejects: failures become a `failed` result. */
@@ -75,6 +140,8 @@ export async function executeCommand(
         if (!deps.service.drainNode(node, draining)) {
           throw new IopError("NOT_FOUND", `Cannot drain node '${node}' as it is not connected`);
         }
+        // Draining publishes no event; agents whose only node it was turn unavailable now.
+        deps.agents.refresh();
         return result("succeeded", `node ${node} ${draining ? "draining" : "accepting runs"}`, {
           nodeId: node,
         });

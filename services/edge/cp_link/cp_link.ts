@@ -1,8 +1,10 @@
 /**
  * The Edge's link to a Control Plane: dials out, says hello with its id and credential, answers
  * status requests from the service layer, relays bus events and agent state changes, and runs
- * commands through the service layer. After any loss it redials with exponential backoff and
- * jitter; the Edge serves everything meanwhile. The address is read anew before each dial, and a
+ * commands through the service layer within their deadline. A command outlives a lost link (up
+ * to its deadline); a result that cannot be delivered is kept and sent after the next hello.
+ * After any loss it redials with exponential backoff and jitter; the Edge serves everything
+ * meanwhile. The address is read anew before each dial, and a
  * config reload that changes it re-points the link. The only Edge module that speaks
  * EdgeEnvelope.
  * @module
@@ -10,6 +12,7 @@
 import { create } from "@bufbuild/protobuf";
 import {
   type EdgeCommandRequest,
+  type EdgeCommandResult,
   type EdgeEnvelope,
   EdgeEnvelopeSchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
@@ -20,7 +23,7 @@ import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import type { DomainAgents } from "../agents/domain_agents.ts";
 import type { EdgeService } from "../service.ts";
 import { agentRelayedEvent, toRelayedEvent, toStatusResponse } from "./codec.ts";
-import { executeCommand } from "./commands.ts";
+import { executeWithDeadline } from "./commands.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { dialLink } from "../../../shared/wire/link.ts";
 import { loadDialTls, requireLinkSecurity } from "../../../shared/wire/tls.ts";
@@ -31,7 +34,18 @@ export const CP_PROTOCOL_VERSION = 1;
 /** What this Edge offers the fleet, sent in its hello. */
 export const EDGE_CAPABILITIES = ["status", "events", "run", "cancel", "drain", "reload", "agents"];
 
+/** Undelivered command results kept for the next link; beyond it the oldest are dropped. */
+const UNDELIVERED_KEPT = 100;
+
 type Conn = FrameConnection<typeof EdgeEnvelopeSchema, typeof EdgeEnvelopeSchema>;
+
+/** Where a command's progress and result go: whichever link is attached when they are ready. */
+interface CommandChannel {
+  /** The attached connection; undefined between links. */
+  conn: Conn | undefined;
+  /** Results no link has taken yet, sent after the next hello, oldest first. */
+  undelivered: EdgeCommandResult[];
+}
 
 /** Options of {@linkcode startCpLink}. */
 export interface CpLinkOptions {
@@ -64,14 +78,16 @@ export function startCpLink(options: CpLinkOptions): CpLink {
   let attached = false;
   let current: { conn: Conn; address: string } | undefined;
   let wake: (() => void) | undefined;
+  const channel: CommandChannel = { conn: undefined, undelivered: [] };
 
   // A reload that changes the address re-points the link: drop the current one and redial.
   const unsubscribe = service.subscribe((event) => {
     if (event.type !== "config_reloaded" || !event.ok) return;
     const address = service.config.controlPlane.address;
     if (current && current.address !== address) {
-      logger.info("control plane address changed, re-pointing", { control_plane: address });
-      current.conn.close("re-pointed by config");
+      if (address === "") logger.info("control plane address removed, detaching");
+      else logger.info("control plane address changed, re-pointing", { control_plane: address });
+      current.conn.close(address === "" ? "detached by config" : "re-pointed by config");
     }
     wake?.();
   });
@@ -95,7 +111,7 @@ export function startCpLink(options: CpLinkOptions): CpLink {
             ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
           });
           current = { conn, address };
-          const outcome = await session(conn, options, stopController.signal, () => {
+          const outcome = await session(conn, options, stopController.signal, channel, () => {
             attached = true;
             delay = initial;
           });
@@ -111,12 +127,17 @@ export function startCpLink(options: CpLinkOptions): CpLink {
       }
       if (stopController.signal.aborted) break;
       const max = service.config.controlPlane.reconnectMaxMs;
+      // Read again: a reload during the link may have detached or re-pointed it.
+      const next = service.config.controlPlane.address;
+      if (next !== address) delay = initial;
       // With no address configured, wait for a reload to provide one.
-      const wait = address === ""
+      const wait = next === ""
         ? 24 * 3_600_000
+        : next !== address
+        ? 0
         : Math.round(Math.min(delay, max) * (0.8 + Math.random() * 0.4));
-      if (address !== "") {
-        logger.info("reconnecting to control plane", { control_plane: address, in_ms: wait });
+      if (next !== "") {
+        logger.info("reconnecting to control plane", { control_plane: next, in_ms: wait });
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
@@ -148,6 +169,7 @@ async function session(
   conn: Conn,
   options: CpLinkOptions,
   stopSignal: AbortSignal,
+  channel: CommandChannel,
   onAttached: () => void,
 ): Promise<"lost" | "refused"> {
   const { service, agents, logger } = options;
@@ -182,6 +204,13 @@ async function session(
   }
   onAttached();
   logger.info("attached to control plane", { control_plane_id: ack.controlPlaneId });
+  channel.conn = conn;
+  for (const result of channel.undelivered.splice(0)) {
+    logger.info("delivering a command result held while detached", {
+      command_id: result.commandId,
+    });
+    void deliver(channel, result, logger);
+  }
   const send = (envelope: EdgeEnvelope) => {
     conn.send(envelope).catch(() => {});
   };
@@ -222,7 +251,7 @@ async function session(
           }));
           break;
         case "commandRequest":
-          void runCommand(msg.value, conn, options, stopSignal);
+          void runCommand(msg.value, channel, options, stopSignal);
           break;
         case "hello":
         case "helloAck":
@@ -242,6 +271,7 @@ async function session(
   } catch (err) {
     logger.warn("link to control plane failed", { err });
   } finally {
+    if (channel.conn === conn) channel.conn = undefined;
     heartbeat.stop();
     offBus();
     offAgents();
@@ -252,23 +282,27 @@ async function session(
 }
 
 /**
- * Runs a command to its end. A lost link does not stop it (a half-done deploy is worse than an
- * unreported one); its result is then only logged. Stopping the Edge cancels it.
+ * Runs a command to its end or its deadline, whichever is first. A lost link does not stop it (a
+ * half-done deploy is worse than an unreported one); its progress then goes nowhere and its
+ * result waits for the next link. Stopping the Edge cancels it.
  */
 async function runCommand(
   req: EdgeCommandRequest,
-  conn: Conn,
+  channel: CommandChannel,
   options: CpLinkOptions,
   stopSignal: AbortSignal,
 ): Promise<void> {
   const log = options.logger.with({ command_id: req.commandId, issued_by: req.issuedBy });
-  log.info("control plane command started", { kind: req.kind.case ?? "empty" });
-  const result = await executeCommand(req, {
+  log.info("control plane command started", {
+    kind: req.kind.case ?? "empty",
+    timeout_ms: req.timeoutMs,
+  });
+  const result = await executeWithDeadline(req, {
     service: options.service,
     agents: options.agents,
     signal: stopSignal,
     onProgress: (p) => {
-      conn.send(create(EdgeEnvelopeSchema, {
+      channel.conn?.send(create(EdgeEnvelopeSchema, {
         msg: {
           case: "commandProgress",
           value: {
@@ -282,9 +316,38 @@ async function runCommand(
       })).catch(() => {});
     },
   });
-  log.info("control plane command finished", { status: result.status });
-  await conn.send(create(EdgeEnvelopeSchema, { msg: { case: "commandResult", value: result } }))
-    .catch(() => log.warn("command result not delivered: link to control plane is down"));
+  log.info("control plane command finished", {
+    status: result.status,
+    error_code: result.error?.code ?? "",
+  });
+  await deliver(channel, result, log);
+}
+
+/** Sends a result on the attached link, or keeps it for the next one. */
+async function deliver(
+  channel: CommandChannel,
+  result: EdgeCommandResult,
+  log: Logger,
+): Promise<void> {
+  const conn = channel.conn;
+  if (conn) {
+    try {
+      await conn.send(
+        create(EdgeEnvelopeSchema, { msg: { case: "commandResult", value: result } }),
+      );
+      return;
+    } catch {
+      // The link went down under us: keep the result for the next one.
+    }
+  }
+  log.warn("command result held until the control plane link is back", {
+    command_id: result.commandId,
+  });
+  channel.undelivered.push(result);
+  const dropped = channel.undelivered.splice(0, channel.undelivered.length - UNDELIVERED_KEPT);
+  for (const old of dropped) {
+    log.warn("undelivered command result dropped", { command_id: old.commandId });
+  }
 }
 
 async function withTimeout<T>(promise: Promise<T>, ms: number, conn: Conn): Promise<T> {

@@ -46,6 +46,8 @@ async function fakeCp(accept = true) {
     address: `127.0.0.1:${listener.port}`,
     received,
     send: (envelope: EdgeEnvelope) => conns.at(-1)!.send(envelope),
+    /** Drops the newest connection, as a lost link would. */
+    drop: () => conns.at(-1)!.close("dropped by the test"),
     close: () => listener.close(),
   };
 }
@@ -130,6 +132,49 @@ Deno.test("a refused hello leaves the link detached and it keeps retrying", asyn
   try {
     await until(() => cp.received.filter((e) => e.msg.case === "hello").length >= 2 || undefined);
     assert.equal(link.attached, false);
+  } finally {
+    await link.stop();
+    await cp.close();
+  }
+});
+
+Deno.test("a command result that finds the link down is held and delivered after the next hello", async () => {
+  const cp = await fakeCp();
+  const edgeConfig = config(cp.address);
+  let finishReload: (() => void) | undefined;
+  const service = new EdgeService({
+    config: edgeConfig,
+    logger,
+    version: "1",
+    loadConfig: () => new Promise((resolve) => finishReload = () => resolve(edgeConfig)),
+  });
+  const link = startCpLink({
+    service,
+    agents: new DomainAgents(service),
+    version: "1",
+    logger,
+    backoffInitialMs: 20,
+  });
+  const hellos = () => cp.received.filter((e) => e.msg.case === "hello").length;
+  try {
+    await until(() => link.attached || undefined);
+    await cp.send(create(EdgeEnvelopeSchema, {
+      msg: {
+        case: "commandRequest",
+        value: { commandId: "cmd_held", timeoutMs: 0, kind: { case: "reload", value: {} } },
+      },
+    }));
+    const finish = await until(() => finishReload);
+    cp.drop();
+    await until(() => hellos() >= 2 || undefined);
+    finish();
+    const result = await until(() => cp.received.find((e) => e.msg.case === "commandResult"));
+    assert.ok(
+      cp.received.indexOf(result) > cp.received.findLastIndex((e) => e.msg.case === "hello"),
+      "the result travels on the new link, after its hello",
+    );
+    assert.equal(result.msg.case === "commandResult" && result.msg.value.commandId, "cmd_held");
+    assert.equal(result.msg.case === "commandResult" && result.msg.value.status, "succeeded");
   } finally {
     await link.stop();
     await cp.close();

@@ -17,6 +17,24 @@ export class FieldError extends IopError {
   }
 }
 
+/** Largest value of the wire's `uint32` fields (`SamplingOptions.max_tokens`). */
+export const UINT32_MAX = 4_294_967_295;
+
+/** Largest value of an `int32` backend setting (Ollama's `top_k`, `num_ctx`). */
+export const INT32_MAX = 2_147_483_647;
+
+/**
+ * Bounds of a seed: the wire's `int64`, narrowed to the integers a JSON number holds exactly.
+ */
+export const SEED_BOUNDS = {
+  min: Number.MIN_SAFE_INTEGER,
+  max: Number.MAX_SAFE_INTEGER,
+  integer: true,
+} as const;
+
+/** Bounds of a token count carried in the wire's `uint32 max_tokens`. */
+export const MAX_TOKENS_BOUNDS = { min: 1, max: UINT32_MAX, integer: true } as const;
+
 function typeName(v: unknown): string {
   return v === null ? "null" : Array.isArray(v) ? "array" : typeof v;
 }
@@ -86,9 +104,9 @@ export class JsonFields {
   ): number | undefined {
     const v = this.value[key];
     if (v === undefined || v === null) return undefined;
-    if (typeof v !== "number" || !Number.isFinite(v)) {
-      this.fail(key, `must be a number, not ${typeName(v)}`);
-    }
+    if (typeof v !== "number") this.fail(key, `must be a number, not ${typeName(v)}`);
+    // JSON's 1e999 parses as Infinity.
+    if (!Number.isFinite(v)) this.fail(key, `must be a finite number: got ${v}`);
     if (bounds.integer && !Number.isInteger(v)) this.fail(key, `must be an integer: got ${v}`);
     if (bounds.min !== undefined && v < bounds.min) {
       this.fail(key, `must be at least ${bounds.min}: got ${v}`);

@@ -9,10 +9,13 @@ import type { Logger } from "../../../shared/log.ts";
 import { createA2aSurface } from "../a2a/surface.ts";
 import type { A2aTaskManager } from "../a2a/task_manager.ts";
 import { apiKeyAuth } from "./auth.ts";
+import { currentBodyLimit } from "./body_limit.ts";
 import { createHttpMetrics } from "./http_metrics.ts";
+import { requireJsonBody } from "./json_content_type.ts";
 import { createOllamaApp, ollamaNotFound } from "./ollama/app.ts";
 import { createOpenAIApp } from "./openai/app.ts";
 import { openaiNotFound } from "./openai/errors.ts";
+import { refuse } from "./refusal.ts";
 import type { RunGateway } from "../ports.ts";
 
 /** What every surface may use. */
@@ -39,7 +42,14 @@ export function mountSurfaces(app: Hono, deps: SurfaceDeps): void {
 function mountModelApis(app: Hono, deps: SurfaceDeps): void {
   const metrics = createHttpMetrics(deps.registry);
   app.route("/v1", createOpenAIApp({ service: deps.service, metrics }));
-  app.route("/api", createOllamaApp({ service: deps.service, metrics }));
+  app.route(
+    "/api",
+    createOllamaApp({
+      service: deps.service,
+      metrics,
+      logger: deps.logger.with({ surface: "ollama" }),
+    }),
+  );
   app.get("/", (c) => c.text("Ollama is running"));
   // A mounted app's own notFound never runs: unknown paths answer here, in each API's shape.
   app.notFound((c) => {
@@ -75,6 +85,17 @@ function mountA2a(app: Hono, deps: SurfaceDeps): void {
     unauthorized: (c, message) =>
       c.json({ jsonrpc: "2.0", id: null, error: { code: -32600, message } }, 401),
   });
-  app.post("/a2a", auth, (c) => a2a.rpc(c.req.raw));
-  app.post("/a2a/:agent", auth, (c) => a2a.rpc(c.req.raw, c.req.param("agent")));
+  // The body is limited as it streams in, before the endpoint reads it whole.
+  const limit = currentBodyLimit(
+    () => deps.service.config.http.maxBodyBytes,
+    (c, max) =>
+      refuse(c, {
+        status: 413,
+        code: "request_too_large",
+        message: `The request body exceeds the limit of ${max} bytes`,
+      }),
+  );
+  const json = requireJsonBody();
+  app.post("/a2a", auth, json, limit, (c) => a2a.rpc(c.req.raw));
+  app.post("/a2a/:agent", auth, json, limit, (c) => a2a.rpc(c.req.raw, c.req.param("agent")));
 }

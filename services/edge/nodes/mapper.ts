@@ -34,7 +34,6 @@ export function buildNodeConfigPayload(
       modelGroup: p.modelGroup,
     })),
     heartbeatIntervalMs: settings.heartbeatIntervalMs,
-    maxConcurrentRuns: record.maxConcurrentRuns,
   });
 }
 

@@ -9,7 +9,6 @@ const config = parseEdgeConfig({
     id: "n1",
     alias: "gpu",
     token: "t1",
-    max_concurrent_runs: 3,
     adapters: [
       { name: "fast", kind: "mock", tokens: 5, token_delay_ms: 7, fail_with: "TIMEOUT" },
       {
@@ -38,11 +37,12 @@ const config = parseEdgeConfig({
 }, "edge.yaml");
 const record = config.nodes[0]!;
 
-Deno.test("the payload carries the node's identity, limits and heartbeat interval", () => {
+Deno.test("the payload carries the node's identity, providers and heartbeat interval, no run cap", () => {
   const payload = buildNodeConfigPayload(record, { heartbeatIntervalMs: 250 });
   assert.equal(payload.nodeId, "n1");
   assert.equal(payload.alias, "gpu");
-  assert.equal(payload.maxConcurrentRuns, 3);
+  // Field 6 (max_concurrent_runs) is retired: nothing in the payload caps the node's runs.
+  assert.ok(!("maxConcurrentRuns" in payload));
   assert.equal(payload.heartbeatIntervalMs, 250);
   assert.deepEqual(payload.providers.map((p) => [p.id, p.adapter, p.target, p.modelGroup]), [
     ["p1", "llm", "llama3", "chat"],

@@ -8,7 +8,6 @@ function record(id: string, extra: Partial<NodeRecord> = {}): NodeRecord {
     id,
     alias: "",
     token: `${id}-token`,
-    maxConcurrentRuns: 0,
     adapters: [],
     providers: [],
     ...extra,

@@ -6,10 +6,14 @@
 import type { NodeRecord } from "../config.ts";
 import type { NodeLink } from "../ports.ts";
 
-/** One connected node. The service updates the counters; the transport owns the link. */
+/**
+ * One connected node. The service updates the counters; the transport owns the link. `alias` and
+ * `record` change only through {@linkcode NodeRegistry.replaceRecord} (a config reload).
+ */
 export interface NodeSession {
   readonly id: string;
   readonly alias: string;
+  /** The node's record in the configuration in force; routing, pools and status read it. */
   readonly record: NodeRecord;
   readonly link: NodeLink;
   readonly version: string;
@@ -25,6 +29,12 @@ export interface NodeSession {
    * settings it cannot read); absent until the node reports its config applied.
    */
   refused?: Readonly<Record<string, string>>;
+  /** The last health each adapter reported, by adapter name; absent until one reports. */
+  adapterHealth?: Map<string, { healthy: boolean; detail: string }>;
+  /** Version of the config the Edge sent the node last (at registration or by a reload). */
+  wantedConfigVersion: number;
+  /** Version of the config the node last acknowledged applying; 0 until it does. */
+  configVersion: number;
 }
 
 /** Connected nodes by id and alias. */
@@ -39,6 +49,22 @@ export class NodeRegistry {
     this.#byId.set(session.id, session);
     if (session.alias) this.#byAlias.set(session.alias, session);
     return previous;
+  }
+
+  /**
+   * Gives a connected session the record of a new configuration (same node id), re-indexing its
+   * alias; false when the session is no longer the node's connected one.
+   */
+  replaceRecord(session: NodeSession, record: NodeRecord): boolean {
+    if (this.#byId.get(session.id) !== session || record.id !== session.id) return false;
+    if (session.alias && this.#byAlias.get(session.alias) === session) {
+      this.#byAlias.delete(session.alias);
+    }
+    const mutable = session as { alias: string; record: NodeRecord };
+    mutable.record = record;
+    mutable.alias = record.alias;
+    if (record.alias) this.#byAlias.set(record.alias, session);
+    return true;
   }
 
   /** Removes this exact session; a replacement that took its place stays. */

@@ -15,7 +15,6 @@ function session(id: string, alias = ""): NodeSession {
     id,
     alias,
     token: `${id}-t`,
-    maxConcurrentRuns: 0,
     adapters: [],
     providers: [],
   };
@@ -31,6 +30,8 @@ function session(id: string, alias = ""): NodeSession {
     inFlight: 0,
     draining: false,
     adapters: [],
+    wantedConfigVersion: 1,
+    configVersion: 1,
   };
 }
 
@@ -95,4 +96,20 @@ Deno.test("the registry exposes no map through its public properties", () => {
     const value = (registry as unknown as Record<string, unknown>)[key];
     assert.ok(!(value instanceof Map), `property ${key} is a Map`);
   }
+});
+
+Deno.test("replaceRecord() gives a connected session its new record and re-indexes its alias", () => {
+  const registry = new NodeRegistry();
+  const s = session("n1", "gpu");
+  registry.add(s);
+  const record: NodeRecord = { ...s.record, alias: "big-gpu" };
+  assert.equal(registry.replaceRecord(s, record), true);
+  assert.equal(s.record, record);
+  assert.equal(s.alias, "big-gpu");
+  assert.equal(registry.get("big-gpu"), s);
+  assert.equal(registry.get("gpu"), undefined);
+  // A session no longer connected is left alone.
+  const stale = session("n1");
+  assert.equal(registry.replaceRecord(stale, record), false);
+  assert.equal(stale.alias, "");
 });

@@ -1,8 +1,8 @@
 /**
  * Which providers of a model group can take a run now: the provider's node is connected and
- * not draining, and its adapter resolves to exactly one enabled adapter on that node (config
+ * not draining, its adapter resolves to exactly one enabled adapter on that node (config
  * validation rejects the rest; this check keeps dispatch safe after a reload or a partial
- * config apply).
+ * config apply), and the node has not reported that adapter unhealthy.
  * @module
  */
 import type { NodeRecord, ProviderRecord } from "../config.ts";
@@ -40,14 +40,26 @@ export function providersOf(
 }
 
 /**
- * True when the provider's adapter is exactly one enabled adapter of the node and, once the
- * node has reported the adapters it built, one of those.
+ * True when the provider's adapter is exactly one enabled adapter of the node, once the node
+ * has reported the adapters it built one of those, and not reported unhealthy.
  */
 export function adapterUsable(provider: ProviderRecord, session: NodeSession): boolean {
   const named = session.record.adapters.filter((a) => a.name === provider.adapter);
   if (named.length !== 1 || !named[0]!.enabled) return false;
+  if (!adapterHealthy(session, provider.adapter, provider.target)) return false;
   // `refused` is set with the node's config_applied report: from then on only what it built.
   return session.refused === undefined || session.adapters.includes(provider.adapter);
+}
+
+/**
+ * False when the node reported the adapter (or, given a target, `<adapter>/<target>`)
+ * unhealthy; an adapter it never reported on counts as healthy.
+ */
+export function adapterHealthy(session: NodeSession, adapter: string, target?: string): boolean {
+  const health = session.adapterHealth;
+  if (!health) return true;
+  if (health.get(adapter)?.healthy === false) return false;
+  return target === undefined || health.get(`${adapter}/${target}`)?.healthy !== false;
 }
 
 /** The connected, usable providers of `group`, skipping nodes in `excludeNodes`. */

@@ -103,6 +103,8 @@ export class Fleet {
       inFlight: 0,
       draining: false,
       adapters: [],
+      wantedConfigVersion: 1,
+      configVersion: 1,
       ...extra,
     };
   }

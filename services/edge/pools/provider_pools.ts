@@ -2,13 +2,15 @@
  * Provider pools: a model group's providers across nodes, each with its own concurrency limit
  * and in-flight/queued accounting. A run goes to the least-loaded eligible provider; when all
  * are full it waits in the pool's bounded FIFO queue (length and wait time), and a full queue
- * answers OVERLOADED at once instead of growing. Only pool routes come here: CLI and direct
- * routes never queue.
+ * answers OVERLOADED at once instead of growing. Only pool routes queue here: CLI and direct
+ * routes never do, but a direct run on a provider's adapter+target still holds one of that
+ * provider's slots ({@linkcode ProviderPools.dispatchDirect}), and every run is counted against
+ * the node resource it uses ({@linkcode ProviderPools.usage}) for the status.
  * @module
  */
 import { IopError, OverloadedError, toIopError } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
-import type { EdgeConfig } from "../config.ts";
+import type { EdgeConfig, ProviderRecord } from "../config.ts";
 import type { NodeSession } from "../nodes/registry.ts";
 import type { RunHandle, RunSubmission, SubmitOptions } from "../ports.ts";
 import { type Candidate, candidatesOf, providersOf } from "./candidates.ts";
@@ -72,6 +74,8 @@ export class ProviderPools {
   readonly #now: () => number;
   readonly #counters = new Map<string, ProviderCounters>();
   readonly #queues = new Map<string, Waiter[]>();
+  /** Runs in flight per node resource, pool and direct alike, keyed by {@linkcode usageKey}. */
+  readonly #usage = new Map<string, number>();
   readonly #metrics: PoolMetrics | undefined;
 
   constructor(deps: PoolDeps) {
@@ -84,6 +88,34 @@ export class ProviderPools {
   stats(providerId: string): ProviderCounters {
     const c = this.#counters.get(providerId);
     return { inFlight: c?.inFlight ?? 0, queued: c?.queued ?? 0 };
+  }
+
+  /**
+   * Runs in flight on node `nodeId`'s adapter `adapter` — on `target` only, when given —
+   * whether a pool or a direct route started them.
+   */
+  usage(nodeId: string, adapter: string, target?: string): number {
+    if (target !== undefined) return this.#usage.get(usageKey(nodeId, adapter, target)) ?? 0;
+    const prefix = usageKey(nodeId, adapter, "");
+    let sum = 0;
+    for (const [key, n] of this.#usage) if (key.startsWith(prefix)) sum += n;
+    return sum;
+  }
+
+  /**
+   * Sends a direct run (a CLI profile, a pinned run) to the node routing chose. It is never
+   * queued nor refused here, but when that node has a provider for the same adapter+target the
+   * run holds one of that provider's slots until it ends, so pool runs see the resource busy.
+   */
+  dispatchDirect(
+    session: NodeSession,
+    submission: RunSubmission,
+    options: SubmitOptions = {},
+  ): Promise<RunHandle> {
+    const provider = session.record.providers.find((p) =>
+      p.adapter === submission.adapter && p.target === submission.target
+    );
+    return this.#send(session, submission, options, provider);
   }
 
   /** Requests waiting in the queue of `group`. */
@@ -140,10 +172,10 @@ export class ProviderPools {
     // waiters take it first, oldest first, before this newcomer is considered.
     this.#pump(group);
     const queue = this.#queues.get(group) ?? [];
-    const free = this.#leastLoaded(candidates, true);
+    const free = this.#freeFor(candidates, options);
     if (free && queue.length === 0) {
       this.#metrics?.admissions.labels(group, "dispatched").inc();
-      return this.#start(free, submission, options, group);
+      return this.#start(free, submission, options);
     }
     const limits = this.#limits(group);
     if (queue.length >= limits.maxLength) {
@@ -226,14 +258,14 @@ export class ProviderPools {
     const queue = this.#queues.get(group);
     while (queue && queue.length > 0) {
       const waiter = queue[0]!;
-      const free = this.#leastLoaded(
+      const free = this.#freeFor(
         candidatesOf(this.#deps.sessions(), group, waiter.exclude),
-        true,
+        waiter.options,
       );
       if (!free) return;
       this.#remove(waiter);
       this.#metrics?.queueWait.labels(group).observe((this.#now() - waiter.enqueuedAtMs) / 1000);
-      this.#start(free, waiter.submission, waiter.options, group).then(
+      this.#start(free, waiter.submission, waiter.options).then(
         waiter.resolve,
         waiter.reject,
       );
@@ -244,20 +276,22 @@ export class ProviderPools {
     candidate: Candidate,
     submission: RunSubmission,
     options: SubmitOptions,
-    group: string,
   ): Promise<RunHandle> {
     const { provider, session } = candidate;
-    const counter = this.#counter(provider.id);
-    counter.inFlight++;
-    this.#gauges(group, provider.id);
-    const release = () => {
-      counter.inFlight--;
-      this.#gauges(group, provider.id);
-      this.#pump(group);
-    };
     const { modelGroup: _group, node: _node, ...input } = submission;
     const routed: RunSubmission = { ...input, adapter: provider.adapter, target: provider.target };
-    return this.#deps.dispatch(session, routed, options).then(
+    return this.#send(session, routed, options, provider);
+  }
+
+  /** Dispatches a run counted on its resource (and `provider`) until it ends or fails to start. */
+  #send(
+    session: NodeSession,
+    submission: RunSubmission,
+    options: SubmitOptions,
+    provider: ProviderRecord | undefined,
+  ): Promise<RunHandle> {
+    const release = this.#occupy(session.id, submission.adapter, submission.target, provider);
+    return this.#deps.dispatch(session, submission, options).then(
       (handle) => {
         void handle.done.then(release);
         return handle;
@@ -267,6 +301,44 @@ export class ProviderPools {
         throw err;
       },
     );
+  }
+
+  /**
+   * Counts one run on a node resource and, when it is a provider's, in that provider's slots;
+   * the returned release (call it once) frees both and admits the provider's waiters.
+   */
+  #occupy(
+    nodeId: string,
+    adapter: string,
+    target: string,
+    provider: ProviderRecord | undefined,
+  ): () => void {
+    const key = usageKey(nodeId, adapter, target);
+    this.#usage.set(key, (this.#usage.get(key) ?? 0) + 1);
+    const counter = provider ? this.#counter(provider.id) : undefined;
+    if (counter) counter.inFlight++;
+    if (provider) this.#gauges(provider.modelGroup, provider.id);
+    return () => {
+      const left = (this.#usage.get(key) ?? 1) - 1;
+      if (left > 0) this.#usage.set(key, left);
+      else this.#usage.delete(key);
+      if (!provider || !counter) return;
+      counter.inFlight--;
+      this.#gauges(provider.modelGroup, provider.id);
+      this.#pump(provider.modelGroup);
+    };
+  }
+
+  /**
+   * A candidate with a free slot for a run: on `options.preferNode` when one there has room
+   * (the node of the run's session), else the least loaded.
+   */
+  #freeFor(candidates: Candidate[], options: SubmitOptions): Candidate | undefined {
+    const prefer = options.preferNode;
+    const there = prefer === undefined
+      ? undefined
+      : this.#leastLoaded(candidates.filter((c) => c.session.id === prefer), true);
+    return there ?? this.#leastLoaded(candidates, true);
   }
 
   /** The candidate with the lowest load; with `freeOnly`, only those below their limit. */
@@ -306,4 +378,9 @@ export class ProviderPools {
     m.providerQueued.labels(providerId).set(c.queued);
     m.queueDepth.labels(group).set(this.queueDepth(group));
   }
+}
+
+/** The #usage key of one node resource (node ids and adapter names never hold NUL). */
+function usageKey(nodeId: string, adapter: string, target: string): string {
+  return `${nodeId}\u0000${adapter}\u0000${target}`;
 }

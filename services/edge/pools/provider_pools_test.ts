@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { IopError, OverloadedError } from "../../../shared/errors.ts";
+import { runInput } from "../../../shared/run.ts";
 import { Fleet, fleetConfig, settle, strict, sub, track } from "./fake_fleet.ts";
 
 // --- admission and queueing -------------------------------------------------------------------
@@ -379,3 +380,63 @@ Deno.test(
     await settle();
   },
 );
+
+// --- direct runs on pooled resources ----------------------------------------------------------
+
+Deno.test(
+  "a direct run on a provider's adapter+target holds that provider's slot until it ends",
+  strict,
+  async () => {
+    const fleet = new Fleet(fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }]));
+    const direct = { ...runInput({ adapter: "mock", target: "model-pa" }), prompt: "direct" };
+    await fleet.pools.dispatchDirect(fleet.sessions[0]!, direct);
+    assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 1, queued: 0 });
+    // The pool sees the provider full: its run waits instead of overrunning max_concurrency.
+    const pooled = track(fleet.pools.submit("demo", sub("pooled")));
+    await settle();
+    assert.deepEqual(fleet.prompts, ["direct"]);
+    assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 1, queued: 1 });
+    fleet.complete(0);
+    await pooled.promise;
+    assert.deepEqual(fleet.prompts, ["direct", "pooled"]);
+    // A direct run is never queued, even on a full provider: it runs and is counted.
+    await fleet.pools.dispatchDirect(fleet.sessions[0]!, direct);
+    assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 2, queued: 0 });
+    fleet.complete(1);
+    fleet.complete(2);
+    await settle();
+    assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 0, queued: 0 });
+  },
+);
+
+Deno.test(
+  "usage counts every run per node resource, pool and direct, until it ends",
+  strict,
+  async () => {
+    const fleet = new Fleet(fleetConfig([
+      { id: "node-a", providers: [{ id: "pa", max: 2 }] },
+      { id: "node-b", providers: [{ id: "pb", max: 2 }] },
+    ]));
+    await fleet.pools.submit("demo", sub("pooled"));
+    const other = { ...runInput({ adapter: "mock", target: "not-a-provider" }), prompt: "d" };
+    await fleet.pools.dispatchDirect(fleet.sessions[0]!, other);
+    assert.equal(fleet.pools.usage("node-a", "mock", "model-pa"), 1);
+    assert.equal(fleet.pools.usage("node-a", "mock", "not-a-provider"), 1);
+    assert.equal(fleet.pools.usage("node-a", "mock"), 2);
+    assert.equal(fleet.pools.usage("node-b", "mock"), 0);
+    assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 1, queued: 0 }, "no provider runs it");
+    fleet.complete(0);
+    fleet.complete(1);
+    await settle();
+    assert.equal(fleet.pools.usage("node-a", "mock"), 0);
+  },
+);
+
+Deno.test("a direct run whose dispatch fails frees what it held", strict, async () => {
+  const fleet = new Fleet(fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }]));
+  fleet.linkDown.add("node-a");
+  const direct = { ...runInput({ adapter: "mock", target: "model-pa" }), prompt: "direct" };
+  await assert.rejects(() => fleet.pools.dispatchDirect(fleet.sessions[0]!, direct), IopError);
+  assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 0, queued: 0 });
+  assert.equal(fleet.pools.usage("node-a", "mock"), 0);
+});

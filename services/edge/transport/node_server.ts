@@ -23,10 +23,13 @@ import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
 import { identityRefusal, type ListenTls } from "../../../shared/wire/tls.ts";
 import { PendingRequests } from "../../../shared/wire/pending.ts";
 import type { EdgeMetrics } from "../edge_metrics.ts";
-import { buildNodeConfigPayload } from "../nodes/mapper.ts";
+import { buildNodeConfigPayload, type PayloadSettings } from "../nodes/mapper.ts";
 import type { NodeSession } from "../nodes/registry.ts";
 import type { NodeCommand, NodeCommandResult, NodeLink } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
+
+/** Largest frame a node may send before it has registered (a register request is ~200 B). */
+const REGISTER_FRAME_MAX_BYTES = 16 * 1024;
 
 /** Wire protocol version this Edge speaks. */
 export const NODE_PROTOCOL_VERSION = 2;
@@ -56,20 +59,29 @@ export function startNodeServer(options: NodeServerOptions): Promise<Listener> {
     ...(options.wireMetrics
       ? { onHandshakeFailed: () => options.wireMetrics?.rejected("handshake") }
       : {}),
-    handle: async (raw) => {
-      const wire = service.config.wire;
+    maxPending: service.config.wire.maxPendingConnections,
+    // A peer has register_timeout_ms to log in, the TLS handshake included.
+    handshakeTimeoutMs: service.config.wire.registerTimeoutMs,
+    ...(options.wireMetrics ? { onCrowded: () => options.wireMetrics?.rejected("crowded") } : {}),
+    handle: async (raw, admitted) => {
       const conn: Conn = new FrameConnection(raw, {
         inSchema: NodeEnvelopeSchema,
         outSchema: NodeEnvelopeSchema,
-        maxFrameBytes: wire.maxFrameBytes,
+        // Until it has registered, a peer may send only a small frame: an anonymous socket
+        // announcing a 4 MiB frame is refused from its length prefix alone.
+        maxFrameBytes: REGISTER_FRAME_MAX_BYTES,
         ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
       });
-      await serveNode(conn, options);
+      await serveNode(conn, options, admitted);
     },
   });
 }
 
-async function serveNode(conn: Conn, options: NodeServerOptions): Promise<void> {
+async function serveNode(
+  conn: Conn,
+  options: NodeServerOptions,
+  admitted: () => void,
+): Promise<void> {
   const { service, logger } = options;
   // With client certificates required, a node may register only under the id its certificate
   // names, whatever token it holds.
@@ -95,25 +107,32 @@ async function serveNode(conn: Conn, options: NodeServerOptions): Promise<void> 
     return;
   }
   const record = verdict;
+  // The connection keeps the interval it started with; a reload changes it for new ones.
+  const payloadSettings = { heartbeatIntervalMs: wire.heartbeatIntervalMs };
+  const configVersion = service.configVersion;
   await conn.send(create(NodeEnvelopeSchema, {
     msg: {
       case: "registerResponse",
       value: {
         accepted: true,
-        config: buildNodeConfigPayload(record, { heartbeatIntervalMs: wire.heartbeatIntervalMs }),
+        config: buildNodeConfigPayload(record, payloadSettings),
         acceptsEventBatches: true,
+        configVersion: BigInt(configVersion),
       },
     },
   }));
   options.metrics?.registrations.labels("accepted").inc();
+  conn.maxFrameBytes = wire.maxFrameBytes;
+  admitted();
 
   const pending = new PendingRequests<NodeCommandResponse>();
-  const link = createLink(conn, pending);
+  const link = createLink(conn, pending, payloadSettings);
   const session = service.nodeConnected({
     record,
     link,
     version: request.version,
     hostname: request.host?.hostname ?? "",
+    configVersion,
   });
   const log = logger.with({ node_id: record.id, remote: conn.remote });
   log.info("node registered", { version: request.version });
@@ -230,16 +249,14 @@ function handleMessage(
     case "nodeEvent": {
       const ev = msg.value.event;
       if (ev.case === "configApplied") {
-        service.nodeAdaptersApplied(session, ev.value.adapters, { ...ev.value.rejected });
+        service.nodeAdaptersApplied(
+          session,
+          ev.value.adapters,
+          { ...ev.value.rejected },
+          Number(ev.value.version),
+        );
       } else if (ev.case === "adapterHealth") {
-        service.publish({
-          type: "adapter_health",
-          atMs: Date.now(),
-          nodeId: session.id,
-          adapter: ev.value.adapter,
-          healthy: ev.value.healthy,
-          detail: ev.value.detail,
-        });
+        service.nodeAdapterHealth(session, ev.value.adapter, ev.value.healthy, ev.value.detail);
       }
       return undefined;
     }
@@ -248,6 +265,7 @@ function handleMessage(
     case "runRequest":
     case "cancelRequest":
     case "commandRequest":
+    case "configUpdate":
       return `unexpected ${msg.case} from a registered node`;
     case undefined:
       return "empty envelope";
@@ -255,7 +273,11 @@ function handleMessage(
   return unhandled(msg, "node envelope");
 }
 
-function createLink(conn: Conn, pending: PendingRequests<NodeCommandResponse>): NodeLink {
+function createLink(
+  conn: Conn,
+  pending: PendingRequests<NodeCommandResponse>,
+  payloadSettings: PayloadSettings,
+): NodeLink {
   return {
     run: (runId, input) =>
       conn.send(create(NodeEnvelopeSchema, {
@@ -275,6 +297,16 @@ function createLink(conn: Conn, pending: PendingRequests<NodeCommandResponse>): 
       return fromWireCommandResponse(await response);
     },
     close: (reason) => conn.close(reason),
+    configure: (record, version) =>
+      conn.send(create(NodeEnvelopeSchema, {
+        msg: {
+          case: "configUpdate",
+          value: {
+            version: BigInt(version),
+            config: buildNodeConfigPayload(record, payloadSettings),
+          },
+        },
+      })),
   };
 }
 
@@ -286,6 +318,10 @@ function toWireCommand(command: NodeCommand): NodeCommandRequest {
       });
     case "capabilities":
       return create(NodeCommandRequestSchema, { command: { case: "capabilities", value: {} } });
+    case "run_output":
+      return create(NodeCommandRequestSchema, {
+        command: { case: "runOutput", value: { runId: command.runId } },
+      });
   }
 }
 
@@ -326,6 +362,14 @@ function fromWireCommandResponse(res: NodeCommandResponse): NodeCommandResult {
           tools: a.tools,
           sessions: a.sessions,
         })),
+      };
+    case "runOutput":
+      return {
+        type: "run_output",
+        runId: r.value.runId,
+        found: r.value.found,
+        output: r.value.output,
+        truncated: r.value.truncated,
       };
     case "error":
       throw fromWireError(r.value);

@@ -5,6 +5,9 @@
  * The target of a run is a profile name. The prompt (`spec.prompt`, else the last user message),
  * the session id and the node's id replace `{prompt}`, `{session}` and `{node_id}` in the
  * profile's arguments; a run that continues a session uses `resumeArgs` when the profile has them.
+ * A run with a session continues it unless its metadata {@linkcode SESSION_STATE_KEY} says `new`
+ * (the Edge sets it on a session's first turn, so `{session}` is filled from turn one). A session
+ * id that starts with `-` is refused, since it would read as an option of the command.
  *
  * A run's process starts from a cleared environment: only {@linkcode INHERITED_ENV} (PATH, HOME,
  * LANG, LC_ALL, TZ, TERM, each when the node has it) plus the profile's own `env`, so the node's
@@ -21,6 +24,7 @@
  */
 import { IopError } from "../../../shared/errors.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
+import { SESSION_STATE_KEY } from "../../../shared/run.ts";
 import type {
   Adapter,
   AdapterConfig,
@@ -32,6 +36,7 @@ import type {
   ExecutionSpec,
 } from "../ports.ts";
 import { type RecordedGroup, recordGroup } from "./group_reaper.ts";
+import { probeCliProfiles } from "./health.ts";
 import { DEFAULT_KILL_GRACE_MS, type GroupChild, spawnGroup } from "./process_group.ts";
 import { effectivePrompt } from "./prompt.ts";
 
@@ -255,7 +260,14 @@ export function createCliAdapter(
     sink: EventSink,
     signal: AbortSignal,
   ): Promise<ExecutionResult> {
-    const resume = spec.sessionId !== "" && profile.resumeArgs.length > 0;
+    if (spec.sessionId.startsWith("-")) {
+      throw new IopError(
+        "INVALID_ARGUMENT",
+        `Cannot run CLI profile '${profile.name}' as session id '${spec.sessionId}' starts with '-'`,
+      );
+    }
+    const resume = spec.sessionId !== "" && profile.resumeArgs.length > 0 &&
+      spec.metadata[SESSION_STATE_KEY] !== "new";
     const output = new OutputTracker(sink);
     // Looked up on the node's PATH: a PATH in the profile's env does not choose what runs.
     const executable = await resolveCommand(profile.command) ?? profile.command;
@@ -299,6 +311,7 @@ export function createCliAdapter(
   return {
     name,
     kind: "cli",
+    probe: ({ signal }) => probeCliProfiles(settings.profiles, resolveCommand, signal),
     async capabilities({ signal }): Promise<Capabilities> {
       if (signal.aborted) throw signal.reason;
       const targets: string[] = [];

@@ -264,6 +264,40 @@ test("cli fills {prompt} and {session}, using resumeArgs to continue a session",
   assert.equal(resumed.deltas.join(""), "resume:s-42:latest question");
 });
 
+test("cli starts a session marked new with args and {session} set, and refuses an id starting with '-'", async () => {
+  const adapter = createCliAdapter("cli", {
+    profiles: [profile({
+      name: "agent",
+      args: ["-c", 'printf "new:%s:%s" "$1" "$2"', "sh", "{session}", "{prompt}"],
+      resumeArgs: ["-c", 'printf "resume:%s" "$1"', "sh", "{session}"],
+    })],
+  });
+  const first = recorder();
+  await adapter.execute(
+    specFor({
+      target: "agent",
+      prompt: "hi",
+      sessionId: "s-1",
+      metadata: { "iop.session": "new" },
+    }),
+    first,
+    never(),
+  );
+  assert.equal(first.deltas.join(""), "new:s-1:hi");
+  await assert.rejects(
+    adapter.execute(specFor({ target: "agent", sessionId: "--help" }), recorder(), never()),
+    (err: unknown) => {
+      assert.ok(err instanceof IopError);
+      assert.equal(err.code, "INVALID_ARGUMENT");
+      assert.equal(
+        err.message,
+        "Cannot run CLI profile 'agent' as session id '--help' starts with '-'",
+      );
+      return true;
+    },
+  );
+});
+
 test("cli rejects an unknown profile with NOT_FOUND", async () => {
   const adapter = createCliAdapter("cli", { profiles: [shell("ok", "true")] });
   const err = await adapter.execute(specFor({ target: "nope" }), recorder(), never()).catch((e) =>

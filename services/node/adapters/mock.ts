@@ -11,6 +11,7 @@
  * @module
  */
 import { IopError, isErrorCode } from "../../../shared/errors.ts";
+import { probeMock } from "./health.ts";
 import { effectivePrompt } from "./prompt.ts";
 import type {
   Adapter,
@@ -141,6 +142,7 @@ export function createMockAdapter(
   return {
     name,
     kind: "mock",
+    probe: ({ signal }) => probeMock(signal),
     capabilities({ signal }): Promise<Capabilities> {
       if (signal.aborted) return Promise.reject(signal.reason);
       return Promise.resolve({

@@ -16,6 +16,7 @@ import type {
   HttpModelSettings,
   ToolCall,
 } from "../ports.ts";
+import { probeOllama } from "./health.ts";
 import { Http1Client } from "./http1_client.ts";
 import { LineDecoder, postJson, readBody, readJson, type RequestGuard } from "./http_stream.ts";
 import { baseOf, guardedRun, type ModelAdapterOptions, type RunContext } from "./model_run.ts";
@@ -226,6 +227,7 @@ export function createOllamaAdapter(
     kind: "ollama",
     execute,
     capabilities,
+    probe: ({ signal }) => probeOllama(base, signal),
     close: () => Promise.resolve(client.close()),
   };
 }

@@ -16,6 +16,7 @@ import type {
   ExecutionSpec,
   HttpModelSettings,
 } from "../ports.ts";
+import { probeOpenAICompat, probeVllm } from "./health.ts";
 import { Http1Client } from "./http1_client.ts";
 import {
   postJson,
@@ -270,7 +271,20 @@ export function createOpenAICompatAdapter(
     }
   };
 
-  return { name, kind, execute, capabilities, close: () => Promise.resolve(client.close()) };
+  // vLLM's own health endpoint; any other server is healthy while it lists its models.
+  const probe = ({ signal }: { signal: AbortSignal }) =>
+    options.healthPath
+      ? probeVllm(root, signal)
+      : probeOpenAICompat(root, { signal, headers: headers() });
+
+  return {
+    name,
+    kind,
+    execute,
+    capabilities,
+    probe,
+    close: () => Promise.resolve(client.close()),
+  };
 }
 
 function message(err: unknown): string {

@@ -1,5 +1,6 @@
 /**
- * The Node's small HTTP face: liveness, readiness (registered with its Edge) and metrics.
+ * The Node's small HTTP face: liveness, readiness (registered with its Edge and at least one
+ * adapter probed healthy) and metrics.
  * @module
  */
 import { Hono } from "hono";
@@ -10,6 +11,11 @@ export interface NodeHealth {
   nodeId: string;
   registered(): boolean;
   inFlight(): number;
+  /**
+   * Adapter health by adapter name (and `<adapter>/<target>`); see `health_monitor.ts`.
+   * Absent: readiness is registration alone.
+   */
+  adapterHealth?(): ReadonlyMap<string, { healthy: boolean; detail: string }>;
 }
 
 /** Builds the Node's HTTP app: `/healthz`, `/readyz`, `/metrics`. */
@@ -17,12 +23,16 @@ export function createNodeHttp(health: NodeHealth, registry: Registry): Hono {
   const app = new Hono();
   app.get("/healthz", (c) => c.json({ status: "ok", node_id: health.nodeId }));
   app.get("/readyz", (c) => {
-    const ready = health.registered();
+    const registered = health.registered();
+    const adapters = health.adapterHealth ? adapterRows(health.adapterHealth()) : undefined;
+    const healthy = adapters === undefined || adapters.some((a) => a.healthy);
+    const ready = registered && healthy;
     return c.json(
       {
-        status: ready ? "ready" : "not registered with edge",
+        status: ready ? "ready" : !registered ? "not registered with edge" : "no healthy adapter",
         node_id: health.nodeId,
         runs_in_flight: health.inFlight(),
+        ...(adapters ? { adapters } : {}),
       },
       ready ? 200 : 503,
     );
@@ -32,4 +42,12 @@ export function createNodeHttp(health: NodeHealth, registry: Registry): Hono {
     return c.body(await registry.metrics());
   });
   return app;
+}
+
+/** The adapter-level entries of the health picture (not the per-target ones). */
+function adapterRows(
+  picture: ReadonlyMap<string, { healthy: boolean; detail: string }>,
+): { adapter: string; healthy: boolean; detail: string }[] {
+  return [...picture].filter(([key]) => !key.includes("/"))
+    .map(([adapter, state]) => ({ adapter, healthy: state.healthy, detail: state.detail }));
 }

@@ -11,11 +11,16 @@
  * every run and a graceful stop loses nothing; a crash of the Node process loses at most the
  * last {@linkcode WRITE_BEHIND_MS} of rows, and the runs whose start was written are marked
  * `interrupted` at the next start.
+ *
+ * Besides the summary, each row keeps the run's whole output up to a cap (`output_cap_bytes`,
+ * 1 MiB by default); a cut output ends with a line saying so and has `output_truncated` set.
+ * History reads leave that column out; {@linkcode RunStore.runOutput} reads it for one run.
  * @module
  */
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import { IopError } from "../../../shared/errors.ts";
-import type { RunOutcome, RunRecord, RunStatus, RunStore } from "../ports.ts";
+import { capOutput, DEFAULT_OUTPUT_CAP_BYTES } from "../output_cap.ts";
+import type { RunOutcome, RunRecord, RunStatus, RunStore, StoredOutput } from "../ports.ts";
 
 /** How many characters of a run's output the store keeps. */
 export const OUTPUT_SUMMARY_CHARS = 2_000;
@@ -23,8 +28,11 @@ export const OUTPUT_SUMMARY_CHARS = 2_000;
 /** How long a queued write waits for others to share its transaction. */
 export const WRITE_BEHIND_MS = 20;
 
+/** A schema step: SQL, or a function for a step that must look at the file first. */
+type Migration = string | ((db: DatabaseSync) => void);
+
 /** Schema steps; entry `i` takes the file from version `i` to `i + 1`. Append, never edit. */
-const MIGRATIONS: readonly string[] = [
+const MIGRATIONS: readonly Migration[] = [
   `CREATE TABLE runs (
      run_id TEXT PRIMARY KEY,
      adapter TEXT NOT NULL,
@@ -43,7 +51,38 @@ const MIGRATIONS: readonly string[] = [
    );
    CREATE INDEX runs_by_start ON runs (started_at_ms DESC);
    CREATE INDEX runs_by_status ON runs (status);`,
+  addOutputColumns,
 ];
+
+/**
+ * Version 2: the whole output beside the summary. Columns already there are kept; a run recorded
+ * before has only its summary, which becomes its output (marked cut when it filled the summary).
+ */
+function addOutputColumns(db: DatabaseSync): void {
+  const rows = db.prepare("PRAGMA table_info(runs)").all() as unknown as { name: string }[];
+  const columns = new Set(rows.map((r) => r.name));
+  if (!columns.has("output")) {
+    db.exec("ALTER TABLE runs ADD COLUMN output TEXT NOT NULL DEFAULT ''");
+  }
+  if (!columns.has("output_truncated")) {
+    db.exec("ALTER TABLE runs ADD COLUMN output_truncated INTEGER NOT NULL DEFAULT 0");
+  }
+  db.prepare(
+    `UPDATE runs SET output = output_summary || CASE WHEN length(output_summary) >= ?
+       THEN char(10) || ? ELSE '' END, output_truncated = (length(output_summary) >= ?)
+     WHERE output = ''`,
+  ).run(
+    OUTPUT_SUMMARY_CHARS,
+    `[output truncated at ${OUTPUT_SUMMARY_CHARS} characters: ` +
+      "recorded before whole outputs were kept]\n",
+    OUTPUT_SUMMARY_CHARS,
+  );
+}
+
+/** The history columns; the whole output is read only by `runOutput`. */
+const RECORD_COLUMNS = `run_id, adapter, target, status, started_at_ms, first_output_at_ms,
+  finished_at_ms, input_tokens, output_tokens, error_code, error_message, error_retryable,
+  output_summary, exit_code`;
 
 /** The schema version this code writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -78,7 +117,10 @@ function migrate(db: DatabaseSync, path: string): void {
   if (version === SCHEMA_VERSION) return;
   db.exec("BEGIN IMMEDIATE");
   try {
-    for (const step of MIGRATIONS.slice(version)) db.exec(step);
+    for (const step of MIGRATIONS.slice(version)) {
+      if (typeof step === "string") db.exec(step);
+      else step(db);
+    }
     // PRAGMA takes no bound parameters; the value is our own integer constant.
     db.exec(`PRAGMA user_version = ${SCHEMA_VERSION}`);
     db.exec("COMMIT");
@@ -133,6 +175,11 @@ export interface RunStoreOptions {
    * write. Absent = not reported. Reads and `close` throw such failures to their caller.
    */
   onWriteError?: (err: unknown) => void;
+  /**
+   * Most bytes (UTF-8) of one run's whole output kept; more is cut and marked. Defaults to
+   * {@linkcode DEFAULT_OUTPUT_CAP_BYTES} (node.yaml `history.output_cap_bytes`).
+   */
+  outputCapBytes?: number;
 }
 
 const timerFlush = (flush: () => void) => {
@@ -142,6 +189,12 @@ const timerFlush = (flush: () => void) => {
 
 /** Opens (creating or migrating as needed) the run store at `path`; `":memory:"` works too. */
 export function openRunStore(path: string, options: RunStoreOptions = {}): RunStore {
+  const capBytes = options.outputCapBytes ?? DEFAULT_OUTPUT_CAP_BYTES;
+  if (!Number.isInteger(capBytes) || capBytes < 0) {
+    throw new RangeError(
+      `Cannot open run store as 'outputCapBytes' must be a non-negative integer: current value is ${capBytes}`,
+    );
+  }
   const db = new DatabaseSync(path);
   try {
     // A second Node process on the same file waits briefly instead of failing at once.
@@ -164,19 +217,20 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
   const insertFinished = db.prepare(
     `INSERT INTO runs (run_id, adapter, target, started_at_ms, status, finished_at_ms,
        first_output_at_ms, input_tokens, output_tokens, error_code, error_message,
-       error_retryable, output_summary, exit_code)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       error_retryable, output_summary, exit_code, output, output_truncated)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const complete = db.prepare(
     `UPDATE runs SET status = ?, finished_at_ms = ?, first_output_at_ms = ?, input_tokens = ?,
        output_tokens = ?, error_code = ?, error_message = ?, error_retryable = ?,
-       output_summary = ?, exit_code = ?
+       output_summary = ?, exit_code = ?, output = ?, output_truncated = ?
      WHERE run_id = ?`,
   );
   const exists = db.prepare("SELECT 1 FROM runs WHERE run_id = ?");
   const recent = db.prepare(
-    "SELECT * FROM runs ORDER BY started_at_ms DESC, rowid DESC LIMIT ?",
+    `SELECT ${RECORD_COLUMNS} FROM runs ORDER BY started_at_ms DESC, rowid DESC LIMIT ?`,
   );
+  const outputOf = db.prepare("SELECT output, output_truncated FROM runs WHERE run_id = ?");
   const interrupt = db.prepare(
     "UPDATE runs SET status = 'interrupted', finished_at_ms = ? WHERE status = 'running'",
   );
@@ -218,7 +272,7 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
       insert.run(start.runId, start.adapter, start.target, start.startedAtMs);
       return;
     }
-    const values = outcomeValues(outcome);
+    const values = outcomeValues(outcome, capBytes);
     if (written) complete.run(...values, start.runId);
     else insertFinished.run(start.runId, start.adapter, start.target, start.startedAtMs, ...values);
   };
@@ -262,6 +316,11 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
       flush();
       return (recent.all(limit) as unknown as RunRow[]).map(toRecord);
     },
+    runOutput(runId: string): StoredOutput | undefined {
+      flush();
+      const row = outputOf.get(runId) as { output: string; output_truncated: number } | undefined;
+      return row && { output: row.output, truncated: row.output_truncated === 1 };
+    },
     markInterrupted(finishedAtMs: number): number {
       flush();
       return Number(interrupt.run(finishedAtMs).changes);
@@ -282,7 +341,10 @@ interface QueuedRun {
   written: boolean;
 }
 
-function outcomeValues(outcome: RunOutcome): SQLInputValue[] {
+function outcomeValues(outcome: RunOutcome, capBytes: number): SQLInputValue[] {
+  const whole = capOutput(outcome.output ?? outcome.outputSummary, capBytes, {
+    alreadyCut: outcome.outputTruncated ?? false,
+  });
   return [
     outcome.status,
     outcome.finishedAtMs,
@@ -294,5 +356,7 @@ function outcomeValues(outcome: RunOutcome): SQLInputValue[] {
     outcome.error === undefined ? null : outcome.error.retryable ? 1 : 0,
     summary(outcome.outputSummary),
     outcome.exitCode ?? null,
+    whole.output,
+    whole.truncated ? 1 : 0,
   ];
 }

@@ -200,7 +200,12 @@ Deno.test("opening a file written by a newer schema fails without touching it", 
   assert.throws(() => openRunStore(tmp.path), (e) => {
     assert.ok(e instanceof IopError);
     assert.equal(e.code, "INTERNAL");
-    assert.match(e.message, /schema version 2 is newer than this Node's 1/);
+    assert.match(
+      e.message,
+      new RegExp(
+        `schema version ${SCHEMA_VERSION + 1} is newer than this Node's ${SCHEMA_VERSION}`,
+      ),
+    );
     return true;
   });
   const check = new DatabaseSync(tmp.path);
@@ -308,4 +313,105 @@ Deno.test("a scheduled write that fails is reported, not thrown, and its runs ar
   assert.ok(errors[0] instanceof IopError && errors[0].code === "INTERNAL", String(errors[0]));
   assert.deepEqual(store.history(10).map((r) => [r.runId, r.status]), [["r1", "running"]]);
   store.close();
+});
+
+Deno.test("runOutput returns the whole output beside the summary; an unknown run is undefined", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  const whole = "line of build output\n".repeat(500);
+  store.startRun(run("r1", 1_000));
+  store.completeRun("r1", {
+    status: "completed",
+    finishedAtMs: 1_500,
+    outputSummary: whole.slice(0, OUTPUT_SUMMARY_CHARS),
+    output: whole,
+  });
+  assert.deepEqual(store.runOutput("r1"), { output: whole, truncated: false });
+  assert.equal(store.history(1)[0]?.outputSummary.length, OUTPUT_SUMMARY_CHARS);
+  assert.equal(store.runOutput("nope"), undefined);
+  store.close();
+});
+
+Deno.test("an output beyond the cap is cut at the cap on a character boundary and marked", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path, { outputCapBytes: 10 });
+  store.startRun(run("r1", 1_000));
+  // "ab" + four 3-byte characters: the cut at 10 bytes keeps "ab" and two of them (8 bytes).
+  store.completeRun("r1", {
+    status: "completed",
+    finishedAtMs: 1_500,
+    outputSummary: "",
+    output: "ab€€€€",
+  });
+  assert.deepEqual(store.runOutput("r1"), {
+    output: "ab€€\n[output truncated at 10 bytes]\n",
+    truncated: true,
+  });
+  store.close();
+});
+
+Deno.test("an output the core already cut is marked even when it fits the cap", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path, { outputCapBytes: 1024 });
+  store.startRun(run("r1", 1_000));
+  store.completeRun("r1", {
+    status: "failed",
+    finishedAtMs: 1_500,
+    outputSummary: "",
+    output: "partial\n",
+    outputTruncated: true,
+  });
+  assert.deepEqual(store.runOutput("r1"), {
+    output: "partial\n[output truncated at 1024 bytes]\n",
+    truncated: true,
+  });
+  store.close();
+});
+
+Deno.test("a history file of schema 1 opens, gains the output columns and keeps its runs", async () => {
+  await using tmp = await tempDbPath();
+  const old = new DatabaseSync(tmp.path);
+  old.exec(`CREATE TABLE runs (
+     run_id TEXT PRIMARY KEY, adapter TEXT NOT NULL, target TEXT NOT NULL, status TEXT NOT NULL,
+     started_at_ms INTEGER NOT NULL, first_output_at_ms INTEGER, finished_at_ms INTEGER,
+     input_tokens INTEGER, output_tokens INTEGER, error_code TEXT, error_message TEXT,
+     error_retryable INTEGER, output_summary TEXT NOT NULL DEFAULT '', exit_code INTEGER);
+   CREATE INDEX runs_by_start ON runs (started_at_ms DESC);
+   CREATE INDEX runs_by_status ON runs (status);
+   PRAGMA user_version = 1;`);
+  const insert = old.prepare(
+    "INSERT INTO runs (run_id, adapter, target, status, started_at_ms, output_summary) " +
+      "VALUES (?, 'cli', 'build', 'completed', ?, ?)",
+  );
+  insert.run("short", 1_000, "done\n");
+  insert.run("long", 2_000, "x".repeat(OUTPUT_SUMMARY_CHARS));
+  old.close();
+
+  const store = openRunStore(tmp.path);
+  assert.deepEqual(store.history(10).map((r) => r.runId), ["long", "short"]);
+  assert.deepEqual(store.runOutput("short"), { output: "done\n", truncated: false });
+  const long = store.runOutput("long");
+  assert.equal(long?.truncated, true);
+  assert.match(long?.output ?? "", /^x{2000}\n\[output truncated at 2000 characters: .*\]\n$/);
+  store.startRun(run("new", 3_000));
+  store.completeRun("new", {
+    status: "completed",
+    finishedAtMs: 3_100,
+    outputSummary: "n",
+    output: "n",
+  });
+  assert.deepEqual(store.runOutput("new"), { output: "n", truncated: false });
+  store.close();
+
+  const db = new DatabaseSync(tmp.path);
+  try {
+    const columns = (db.prepare("PRAGMA table_info(runs)").all() as { name: string }[])
+      .map((c) => c.name);
+    assert.ok(columns.includes("output") && columns.includes("output_truncated"), `${columns}`);
+    assert.deepEqual({ ...db.prepare("PRAGMA user_version").get() }, {
+      user_version: SCHEMA_VERSION,
+    });
+  } finally {
+    db.close();
+  }
 });

@@ -14,7 +14,6 @@ export interface NodeSettings {
   /** Why each adapter that could not be read was refused, by adapter name. */
   rejected: Record<string, string>;
   heartbeatIntervalMs: number;
-  maxConcurrentRuns: number;
 }
 
 /**
@@ -43,6 +42,5 @@ export function fromConfigPayload(payload: NodeConfigPayload): NodeSettings {
     adapters,
     rejected,
     heartbeatIntervalMs: payload.heartbeatIntervalMs || 2000,
-    maxConcurrentRuns: payload.maxConcurrentRuns,
   };
 }

@@ -1,6 +1,7 @@
 /**
- * The Node's link to its Edge: dials, registers, applies the pushed config, relays run events
- * and command answers, and after any loss reconnects with exponential backoff and jitter.
+ * The Node's link to its Edge: dials, registers, applies the pushed config (at registration and
+ * on every config update), relays run events and command answers, and after any loss reconnects
+ * with exponential backoff and jitter.
  * The only Node module that speaks NodeEnvelope.
  * @module
  */
@@ -9,6 +10,7 @@ import {
   type NodeCommandRequest,
   type NodeCommandResponse,
   NodeCommandResponseSchema,
+  type NodeConfigUpdate,
   type NodeEnvelope,
   NodeEnvelopeSchema,
   type RunEvent as WireRunEvent,
@@ -19,8 +21,9 @@ import type { Logger } from "../../../shared/log.ts";
 import { fromRunRequest, toWireError, toWireRunEvent } from "../../../shared/run_codec.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
+import type { HealthListener, HealthState } from "../health_monitor.ts";
 import type { NodeCore, RunEventSink } from "../node.ts";
-import { fromConfigPayload } from "./config_payload.ts";
+import { fromConfigPayload, type NodeSettings } from "./config_payload.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { dialLink } from "../../../shared/wire/link.ts";
 import { type DialTlsFiles, loadDialTls } from "../../../shared/wire/tls.ts";
@@ -49,6 +52,20 @@ export interface EdgeClientOptions {
   backoffInitialMs?: number;
   backoffMaxMs?: number;
   wireMetrics?: WireMetrics;
+  /**
+   * Adapter health to report (see `health_monitor.ts`): each change while registered, and the
+   * full picture once the probes after a registration or a config update settled. Absent: the
+   * Node sends no AdapterHealth, and the Edge counts its adapters healthy.
+   */
+  health?: AdapterHealthFeed;
+}
+
+/** The adapter health the client reports; `HealthMonitor` is one. */
+export interface AdapterHealthFeed {
+  /** Resolves with the full picture once the probes of the config applied last ended. */
+  settled(): Promise<Map<string, HealthState>>;
+  /** Adds a change listener; returns the function that removes it. */
+  onChange(listener: HealthListener): () => void;
 }
 
 /** A running client. */
@@ -189,29 +206,18 @@ async function session(
   }
   onRegistered();
   const outbox = eventOutbox(conn, answer.acceptsEventBatches);
+  const state: LinkState = { configVersion: answer.configVersion };
   const payload = fromConfigPayload(answer.config);
-  const built = core.applyConfig(payload.adapters, payload.maxConcurrentRuns);
-  const applied = { ...built, rejected: { ...payload.rejected, ...built.rejected } };
+  const applied = applyPayload(payload, options);
   logger.info("registered with edge", {
     node_id: options.nodeId,
     edge: options.edgeAddress,
+    config_version: Number(answer.configVersion),
     adapters: applied.adapters,
     rejected: applied.rejected,
   });
-  // Policy refusals are logged by the core as it applies them; these are the unreadable ones.
-  for (const [adapter, reason] of Object.entries(payload.rejected)) {
-    logger.warn("adapter rejected", { adapter, reason });
-  }
-  await conn.send(create(NodeEnvelopeSchema, {
-    msg: {
-      case: "nodeEvent",
-      value: {
-        nodeId: options.nodeId,
-        timestampMs: BigInt(Date.now()),
-        event: { case: "configApplied", value: applied },
-      },
-    },
-  }));
+  await reportApplied(conn, options, applied, answer.configVersion);
+  const stopHealth = reportHealth(conn, options);
 
   const heartbeat = startHeartbeat({
     intervalMs: payload.heartbeatIntervalMs,
@@ -226,16 +232,121 @@ async function session(
   try {
     for await (const envelope of messages) {
       heartbeat.seen();
-      handle(envelope, conn, options, outbox);
+      handle(envelope, conn, options, outbox, state);
     }
   } catch (err) {
     logger.warn("link to edge failed", { err });
   } finally {
+    stopHealth();
     heartbeat.stop();
     conn.close();
   }
   logger.warn("link to edge lost", { reason: await conn.closed });
   return "lost";
+}
+
+/** What a registered link remembers between frames. */
+interface LinkState {
+  /** Version of the config applied last (from the registration answer or an update). */
+  configVersion: bigint;
+}
+
+/** Builds the core's adapters from a pushed payload; returns what was built and refused. */
+function applyPayload(
+  payload: NodeSettings,
+  options: EdgeClientOptions,
+): { adapters: string[]; rejected: Record<string, string> } {
+  const built = options.core.applyConfig(payload.adapters);
+  // Policy refusals are logged by the core as it applies them; these are the unreadable ones.
+  for (const [adapter, reason] of Object.entries(payload.rejected)) {
+    options.logger.warn("adapter rejected", { adapter, reason });
+  }
+  return { ...built, rejected: { ...payload.rejected, ...built.rejected } };
+}
+
+/** Tells the Edge which config version the node now runs, what it built and what it refused. */
+function reportApplied(
+  conn: Conn,
+  options: EdgeClientOptions,
+  applied: { adapters: string[]; rejected: Record<string, string> },
+  version: bigint,
+): Promise<void> {
+  return conn.send(create(NodeEnvelopeSchema, {
+    msg: {
+      case: "nodeEvent",
+      value: {
+        nodeId: options.nodeId,
+        timestampMs: BigInt(Date.now()),
+        event: { case: "configApplied", value: { ...applied, version } },
+      },
+    },
+  }));
+}
+
+/**
+ * Applies a config update from the Edge and acknowledges it. An update no newer than the config
+ * in force is stale and ignored; one without a payload breaks the protocol.
+ */
+function applyUpdate(
+  update: NodeConfigUpdate,
+  conn: Conn,
+  options: EdgeClientOptions,
+  state: LinkState,
+): void {
+  const { logger } = options;
+  if (!update.config) {
+    logger.warn("edge sent a config update without a config, closing link");
+    conn.close("config_update without a config");
+    return;
+  }
+  if (update.version <= state.configVersion) {
+    logger.warn("ignoring stale config update from edge", {
+      config_version: Number(update.version),
+      applied_version: Number(state.configVersion),
+    });
+    return;
+  }
+  state.configVersion = update.version;
+  const applied = applyPayload(fromConfigPayload(update.config), options);
+  logger.info("applied config update from edge", {
+    config_version: Number(update.version),
+    adapters: applied.adapters,
+    rejected: applied.rejected,
+  });
+  reportApplied(conn, options, applied, update.version).catch(() => {});
+  sendFullHealth(conn, options);
+}
+
+/**
+ * Reports adapter health on a registered link: the full picture once the first probes settle,
+ * then each change; returns the function that stops it.
+ */
+function reportHealth(conn: Conn, options: EdgeClientOptions): () => void {
+  const feed = options.health;
+  if (!feed) return () => {};
+  sendFullHealth(conn, options);
+  return feed.onChange((adapter, state) => sendHealth(conn, options, adapter, state));
+}
+
+/** Sends the whole health picture once the probes of the config applied last ended. */
+function sendFullHealth(conn: Conn, options: EdgeClientOptions): void {
+  void options.health?.settled().then((picture) => {
+    for (const [adapter, state] of picture) sendHealth(conn, options, adapter, state);
+  });
+}
+
+function sendHealth(conn: Conn, options: EdgeClientOptions, adapter: string, state: HealthState) {
+  if (conn.isClosed) return;
+  conn.send(create(NodeEnvelopeSchema, {
+    msg: {
+      case: "nodeEvent",
+      value: {
+        nodeId: options.nodeId,
+        timestampMs: BigInt(Date.now()),
+        event: { case: "adapterHealth", value: { adapter, ...state } },
+      },
+    },
+  })).catch(() => {});
 }
 
 /**
@@ -265,11 +376,15 @@ function handle(
   conn: Conn,
   options: EdgeClientOptions,
   emit: RunEventSink,
+  state: LinkState,
 ): void {
   const { core, logger } = options;
   const msg = envelope.msg;
   switch (msg.case) {
     case "heartbeat":
+      return;
+    case "configUpdate":
+      applyUpdate(msg.value, conn, options, state);
       return;
     case "runRequest": {
       const runId = msg.value.runId;
@@ -346,6 +461,13 @@ async function answerCommand(
         return create(NodeCommandResponseSchema, {
           result: { case: "capabilities", value: { adapters: await core.capabilities() } },
         });
+      case "runOutput": {
+        const runId = cmd.value.runId;
+        const stored = core.runOutput(runId);
+        return create(NodeCommandResponseSchema, {
+          result: { case: "runOutput", value: { runId, found: stored !== undefined, ...stored } },
+        });
+      }
       case undefined:
         throw new IopError("INVALID_ARGUMENT", "Cannot answer an empty command");
     }

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file iop/v1/node.proto.
  */
 export const file_iop_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIo4ECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQifgoQUmVnaXN0ZXJSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSKQoGY29uZmlnGAMgASgLMhkuaW9wLnYxLk5vZGVDb25maWdQYXlsb2FkEh0KFWFjY2VwdHNfZXZlbnRfYmF0Y2hlcxgEIAEoCCLDAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgGIAEoDSJlCg1BZGFwdGVyQ29uZmlnEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdlbmFibGVkGAMgASgIEhUKDXNldHRpbmdzX2pzb24YBCABKAlKBAgKEAtKBAgLEAxKBAgMEA0iawoOUHJvdmlkZXJDb25maWcSCgoCaWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSFwoPbWF4X2NvbmN1cnJlbmN5GAQgASgNEhMKC21vZGVsX2dyb3VwGAUgASgJIjcKCUhlYXJ0YmVhdBISCgpzZW50X2F0X21zGAEgASgDEhYKDnJ1bnNfaW5fZmxpZ2h0GAIgASgNIukCCgpSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIlCghtZXNzYWdlcxgEIAMoCzITLmlvcC52MS5DaGF0TWVzc2FnZRIOCgZwcm9tcHQYBSABKAkSKQoIc2FtcGxpbmcYBiABKAsyFy5pb3AudjEuU2FtcGxpbmdPcHRpb25zEiUKBXRvb2xzGAcgAygLMhYuaW9wLnYxLlRvb2xEZWZpbml0aW9uEhIKCnNlc3Npb25faWQYCCABKAkSMgoIbWV0YWRhdGEYCSADKAsyIC5pb3AudjEuUnVuUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnRpbWVvdXRfbXMYCiABKA0SFAoMd2hvbGVfYW5zd2VyGAsgASgIGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ2CgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSFAoMdG9vbF9jYWxsX2lkGAMgASgJEiQKCnRvb2xfY2FsbHMYBCADKAsyEC5pb3AudjEuVG9vbENhbGwSDAoEbmFtZRgFIAEoCSJMCg5Ub29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgDIAEoCSJGCghUb29sQ2FsbBINCgVpbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSK/AQoPU2FtcGxpbmdPcHRpb25zEhgKC3RlbXBlcmF0dXJlGAEgASgBSACIAQESEgoFdG9wX3AYAiABKAFIAYgBARIXCgptYXhfdG9rZW5zGAMgASgNSAKIAQESDAoEc3RvcBgEIAMoCRIRCgRzZWVkGAUgASgDSAOIAQESEgoKZXh0cmFfanNvbhgGIAEoCUIOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQg0KC19tYXhfdG9rZW5zQgcKBV9zZWVkIi8KDUNhbmNlbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSL7AgoIUnVuRXZlbnQSDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIUCgx0aW1lc3RhbXBfbXMYAyABKAMSJQoHc3RhcnRlZBgKIAEoCzISLmlvcC52MS5SdW5TdGFydGVkSAASJQoGb3V0cHV0GAsgASgLMhMuaW9wLnYxLk91dHB1dERlbHRhSAASKgoJdG9vbF9jYWxsGAwgASgLMhUuaW9wLnYxLlRvb2xDYWxsRGVsdGFIABIeCgNsb2cYDSABKAsyDy5pb3AudjEuTG9nTGluZUgAEh4KBXVzYWdlGA4gASgLMg0uaW9wLnYxLlVzYWdlSAASKQoJY29tcGxldGVkGA8gASgLMhQuaW9wLnYxLlJ1bkNvbXBsZXRlZEgAEiMKBmZhaWxlZBgQIAEoCzIRLmlvcC52MS5SdW5GYWlsZWRIABIpCgljYW5jZWxsZWQYESABKAsyFC5pb3AudjEuUnVuQ2FuY2VsbGVkSABCBwoFZXZlbnQiMQoNUnVuRXZlbnRCYXRjaBIgCgZldmVudHMYASADKAsyEC5pb3AudjEuUnVuRXZlbnQiPgoKUnVuU3RhcnRlZBIPCgdub2RlX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJIhsKC091dHB1dERlbHRhEgwKBHRleHQYASABKAkiLwoNVG9vbENhbGxEZWx0YRIeCgRjYWxsGAEgASgLMhAuaW9wLnYxLlRvb2xDYWxsIicKB0xvZ0xpbmUSDgoGc3RyZWFtGAEgASgJEgwKBHRleHQYAiABKAkiVgoMUnVuQ29tcGxldGVkEhUKDWZpbmlzaF9yZWFzb24YASABKAkSHAoFdXNhZ2UYAiABKAsyDS5pb3AudjEuVXNhZ2USEQoJZXhpdF9jb2RlGAMgASgFIjwKCVJ1bkZhaWxlZBIcCgVlcnJvchgBIAEoCzINLmlvcC52MS5FcnJvchIRCglleGl0X2NvZGUYAiABKAUiHgoMUnVuQ2FuY2VsbGVkEg4KBnJlYXNvbhgBIAEoCSJ7ChJOb2RlQ29tbWFuZFJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIULmlvcC52MS5IaXN0b3J5UXVlcnlIABIxCgxjYXBhYmlsaXRpZXMYAiABKAsyGS5pb3AudjEuQ2FwYWJpbGl0aWVzUXVlcnlIAEIJCgdjb21tYW5kIh0KDEhpc3RvcnlRdWVyeRINCgVsaW1pdBgBIAEoDSITChFDYXBhYmlsaXRpZXNRdWVyeSKdAQoTTm9kZUNvbW1hbmRSZXNwb25zZRIoCgdoaXN0b3J5GAEgASgLMhUuaW9wLnYxLkhpc3RvcnlSZXN1bHRIABIyCgxjYXBhYmlsaXRpZXMYAiABKAsyGi5pb3AudjEuQ2FwYWJpbGl0aWVzUmVzdWx0SAASHgoFZXJyb3IYAyABKAsyDS5pb3AudjEuRXJyb3JIAEIICgZyZXN1bHQiMAoNSGlzdG9yeVJlc3VsdBIfCgRydW5zGAEgAygLMhEuaW9wLnYxLlJ1blJlY29yZCL+AQoJUnVuUmVjb3JkEg4KBnJ1bl9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSFQoNc3RhcnRlZF9hdF9tcxgFIAEoAxIaChJmaXJzdF9vdXRwdXRfYXRfbXMYBiABKAMSFgoOZmluaXNoZWRfYXRfbXMYByABKAMSHAoFdXNhZ2UYCCABKAsyDS5pb3AudjEuVXNhZ2USHAoFZXJyb3IYCSABKAsyDS5pb3AudjEuRXJyb3ISFgoOb3V0cHV0X3N1bW1hcnkYCiABKAkSEQoJZXhpdF9jb2RlGAsgASgFIkMKEkNhcGFiaWxpdGllc1Jlc3VsdBItCghhZGFwdGVycxgBIAMoCzIbLmlvcC52MS5BZGFwdGVyQ2FwYWJpbGl0aWVzIpcBChNBZGFwdGVyQ2FwYWJpbGl0aWVzEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdoZWFsdGh5GAMgASgIEg4KBmRldGFpbBgEIAEoCRIPCgd0YXJnZXRzGAUgAygJEhEKCXN0cmVhbWluZxgGIAEoCBINCgV0b29scxgHIAEoCBIQCghzZXNzaW9ucxgIIAEoCCKBAgoNRWRnZU5vZGVFdmVudBIPCgdub2RlX2lkGAEgASgJEhQKDHRpbWVzdGFtcF9tcxgCIAEoAxIsCgpyZWdpc3RlcmVkGAogASgLMhYuaW9wLnYxLk5vZGVSZWdpc3RlcmVkSAASMAoMZGlzY29ubmVjdGVkGAsgASgLMhguaW9wLnYxLk5vZGVEaXNjb25uZWN0ZWRIABIvCg5jb25maWdfYXBwbGllZBgMIAEoCzIVLmlvcC52MS5Db25maWdBcHBsaWVkSAASLwoOYWRhcHRlcl9oZWFsdGgYDSABKAsyFS5pb3AudjEuQWRhcHRlckhlYWx0aEgAQgcKBWV2ZW50IjAKDk5vZGVSZWdpc3RlcmVkEg0KBWFsaWFzGAEgASgJEg8KB3ZlcnNpb24YAiABKAkiIgoQTm9kZURpc2Nvbm5lY3RlZBIOCgZyZWFzb24YASABKAkiiQEKDUNvbmZpZ0FwcGxpZWQSEAoIYWRhcHRlcnMYASADKAkSNQoIcmVqZWN0ZWQYAiADKAsyIy5pb3AudjEuQ29uZmlnQXBwbGllZC5SZWplY3RlZEVudHJ5Gi8KDVJlamVjdGVkRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBCg1BZGFwdGVySGVhbHRoEg8KB2FkYXB0ZXIYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAliBnByb3RvMw", [file_iop_v1_common]);
+  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIsEECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAEjEKDWNvbmZpZ191cGRhdGUYFCABKAsyGC5pb3AudjEuTm9kZUNvbmZpZ1VwZGF0ZUgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQilgEKEFJlZ2lzdGVyUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDgoGcmVhc29uGAIgASgJEikKBmNvbmZpZxgDIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZBIdChVhY2NlcHRzX2V2ZW50X2JhdGNoZXMYBCABKAgSFgoOY29uZmlnX3ZlcnNpb24YBSABKAQiTgoQTm9kZUNvbmZpZ1VwZGF0ZRIPCgd2ZXJzaW9uGAEgASgEEikKBmNvbmZpZxgCIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZCLBAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA1KBAgGEAdSE21heF9jb25jdXJyZW50X3J1bnMiZQoNQWRhcHRlckNvbmZpZxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIVCg1zZXR0aW5nc19qc29uGAQgASgJSgQIChALSgQICxAMSgQIDBANImsKDlByb3ZpZGVyQ29uZmlnEgoKAmlkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEhcKD21heF9jb25jdXJyZW5jeRgEIAEoDRITCgttb2RlbF9ncm91cBgFIAEoCSI3CglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxIWCg5ydW5zX2luX2ZsaWdodBgCIAEoDSLpAgoKUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSJQoIbWVzc2FnZXMYBCADKAsyEy5pb3AudjEuQ2hhdE1lc3NhZ2USDgoGcHJvbXB0GAUgASgJEikKCHNhbXBsaW5nGAYgASgLMhcuaW9wLnYxLlNhbXBsaW5nT3B0aW9ucxIlCgV0b29scxgHIAMoCzIWLmlvcC52MS5Ub29sRGVmaW5pdGlvbhISCgpzZXNzaW9uX2lkGAggASgJEjIKCG1ldGFkYXRhGAkgAygLMiAuaW9wLnYxLlJ1blJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgp0aW1lb3V0X21zGAogASgNEhQKDHdob2xlX2Fuc3dlchgLIAEoCBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEidgoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRIkCgp0b29sX2NhbGxzGAQgAygLMhAuaW9wLnYxLlRvb2xDYWxsEgwKBG5hbWUYBSABKAkiTAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkiRgoIVG9vbENhbGwSDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkivwEKD1NhbXBsaW5nT3B0aW9ucxIYCgt0ZW1wZXJhdHVyZRgBIAEoAUgAiAEBEhIKBXRvcF9wGAIgASgBSAGIAQESFwoKbWF4X3Rva2VucxgDIAEoDUgCiAEBEgwKBHN0b3AYBCADKAkSEQoEc2VlZBgFIAEoA0gDiAEBEhIKCmV4dHJhX2pzb24YBiABKAlCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEINCgtfbWF4X3Rva2Vuc0IHCgVfc2VlZCIvCg1DYW5jZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki+wIKCFJ1bkV2ZW50Eg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAQSFAoMdGltZXN0YW1wX21zGAMgASgDEiUKB3N0YXJ0ZWQYCiABKAsyEi5pb3AudjEuUnVuU3RhcnRlZEgAEiUKBm91dHB1dBgLIAEoCzITLmlvcC52MS5PdXRwdXREZWx0YUgAEioKCXRvb2xfY2FsbBgMIAEoCzIVLmlvcC52MS5Ub29sQ2FsbERlbHRhSAASHgoDbG9nGA0gASgLMg8uaW9wLnYxLkxvZ0xpbmVIABIeCgV1c2FnZRgOIAEoCzINLmlvcC52MS5Vc2FnZUgAEikKCWNvbXBsZXRlZBgPIAEoCzIULmlvcC52MS5SdW5Db21wbGV0ZWRIABIjCgZmYWlsZWQYECABKAsyES5pb3AudjEuUnVuRmFpbGVkSAASKQoJY2FuY2VsbGVkGBEgASgLMhQuaW9wLnYxLlJ1bkNhbmNlbGxlZEgAQgcKBWV2ZW50IjEKDVJ1bkV2ZW50QmF0Y2gSIAoGZXZlbnRzGAEgAygLMhAuaW9wLnYxLlJ1bkV2ZW50Ij4KClJ1blN0YXJ0ZWQSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCSIbCgtPdXRwdXREZWx0YRIMCgR0ZXh0GAEgASgJIi8KDVRvb2xDYWxsRGVsdGESHgoEY2FsbBgBIAEoCzIQLmlvcC52MS5Ub29sQ2FsbCInCgdMb2dMaW5lEg4KBnN0cmVhbRgBIAEoCRIMCgR0ZXh0GAIgASgJIlYKDFJ1bkNvbXBsZXRlZBIVCg1maW5pc2hfcmVhc29uGAEgASgJEhwKBXVzYWdlGAIgASgLMg0uaW9wLnYxLlVzYWdlEhEKCWV4aXRfY29kZRgDIAEoBSI8CglSdW5GYWlsZWQSHAoFZXJyb3IYASABKAsyDS5pb3AudjEuRXJyb3ISEQoJZXhpdF9jb2RlGAIgASgFIh4KDFJ1bkNhbmNlbGxlZBIOCgZyZWFzb24YASABKAkiqQEKEk5vZGVDb21tYW5kUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhQuaW9wLnYxLkhpc3RvcnlRdWVyeUgAEjEKDGNhcGFiaWxpdGllcxgCIAEoCzIZLmlvcC52MS5DYXBhYmlsaXRpZXNRdWVyeUgAEiwKCnJ1bl9vdXRwdXQYAyABKAsyFi5pb3AudjEuUnVuT3V0cHV0UXVlcnlIAEIJCgdjb21tYW5kIh0KDEhpc3RvcnlRdWVyeRINCgVsaW1pdBgBIAEoDSITChFDYXBhYmlsaXRpZXNRdWVyeSIgCg5SdW5PdXRwdXRRdWVyeRIOCgZydW5faWQYASABKAkizAEKE05vZGVDb21tYW5kUmVzcG9uc2USKAoHaGlzdG9yeRgBIAEoCzIVLmlvcC52MS5IaXN0b3J5UmVzdWx0SAASMgoMY2FwYWJpbGl0aWVzGAIgASgLMhouaW9wLnYxLkNhcGFiaWxpdGllc1Jlc3VsdEgAEh4KBWVycm9yGAMgASgLMg0uaW9wLnYxLkVycm9ySAASLQoKcnVuX291dHB1dBgEIAEoCzIXLmlvcC52MS5SdW5PdXRwdXRSZXN1bHRIAEIICgZyZXN1bHQiUwoPUnVuT3V0cHV0UmVzdWx0Eg4KBnJ1bl9pZBgBIAEoCRINCgVmb3VuZBgCIAEoCBIOCgZvdXRwdXQYAyABKAkSEQoJdHJ1bmNhdGVkGAQgASgIIjAKDUhpc3RvcnlSZXN1bHQSHwoEcnVucxgBIAMoCzIRLmlvcC52MS5SdW5SZWNvcmQi/gEKCVJ1blJlY29yZBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBSABKAMSGgoSZmlyc3Rfb3V0cHV0X2F0X21zGAYgASgDEhYKDmZpbmlzaGVkX2F0X21zGAcgASgDEhwKBXVzYWdlGAggASgLMg0uaW9wLnYxLlVzYWdlEhwKBWVycm9yGAkgASgLMg0uaW9wLnYxLkVycm9yEhYKDm91dHB1dF9zdW1tYXJ5GAogASgJEhEKCWV4aXRfY29kZRgLIAEoBSJDChJDYXBhYmlsaXRpZXNSZXN1bHQSLQoIYWRhcHRlcnMYASADKAsyGy5pb3AudjEuQWRhcHRlckNhcGFiaWxpdGllcyKXAQoTQWRhcHRlckNhcGFiaWxpdGllcxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHaGVhbHRoeRgDIAEoCBIOCgZkZXRhaWwYBCABKAkSDwoHdGFyZ2V0cxgFIAMoCRIRCglzdHJlYW1pbmcYBiABKAgSDQoFdG9vbHMYByABKAgSEAoIc2Vzc2lvbnMYCCABKAgigQIKDUVkZ2VOb2RlRXZlbnQSDwoHbm9kZV9pZBgBIAEoCRIUCgx0aW1lc3RhbXBfbXMYAiABKAMSLAoKcmVnaXN0ZXJlZBgKIAEoCzIWLmlvcC52MS5Ob2RlUmVnaXN0ZXJlZEgAEjAKDGRpc2Nvbm5lY3RlZBgLIAEoCzIYLmlvcC52MS5Ob2RlRGlzY29ubmVjdGVkSAASLwoOY29uZmlnX2FwcGxpZWQYDCABKAsyFS5pb3AudjEuQ29uZmlnQXBwbGllZEgAEi8KDmFkYXB0ZXJfaGVhbHRoGA0gASgLMhUuaW9wLnYxLkFkYXB0ZXJIZWFsdGhIAEIHCgVldmVudCIwCg5Ob2RlUmVnaXN0ZXJlZBINCgVhbGlhcxgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIiIKEE5vZGVEaXNjb25uZWN0ZWQSDgoGcmVhc29uGAEgASgJIpoBCg1Db25maWdBcHBsaWVkEhAKCGFkYXB0ZXJzGAEgAygJEjUKCHJlamVjdGVkGAIgAygLMiMuaW9wLnYxLkNvbmZpZ0FwcGxpZWQuUmVqZWN0ZWRFbnRyeRIPCgd2ZXJzaW9uGAMgASgEGi8KDVJlamVjdGVkRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBCg1BZGFwdGVySGVhbHRoEg8KB2FkYXB0ZXIYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAliBnByb3RvMw", [file_iop_v1_common]);
 
 /**
  * NodeEnvelope is the only message sent on the Edge↔Node link.
@@ -90,6 +90,12 @@ export type NodeEnvelope = Message<"iop.v1.NodeEnvelope"> & {
      */
     value: RunEventBatch;
     case: "runEvents";
+  } | {
+    /**
+     * @generated from field: iop.v1.NodeConfigUpdate config_update = 20;
+     */
+    value: NodeConfigUpdate;
+    case: "configUpdate";
   } | { case: undefined; value?: undefined };
 };
 
@@ -209,6 +215,13 @@ export type RegisterResponse = Message<"iop.v1.RegisterResponse"> & {
    * @generated from field: bool accepts_event_batches = 4;
    */
   acceptsEventBatches: boolean;
+
+  /**
+   * Version of `config`; a later NodeConfigUpdate carries a higher one.
+   *
+   * @generated from field: uint64 config_version = 5;
+   */
+  configVersion: bigint;
 };
 
 /**
@@ -217,6 +230,31 @@ export type RegisterResponse = Message<"iop.v1.RegisterResponse"> & {
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
   messageDesc(file_iop_v1_node, 3);
+
+/**
+ * NodeConfigUpdate replaces a registered Node's whole configuration (sent after a config reload
+ * on the Edge); the Node answers EdgeNodeEvent.config_applied with the same version.
+ *
+ * @generated from message iop.v1.NodeConfigUpdate
+ */
+export type NodeConfigUpdate = Message<"iop.v1.NodeConfigUpdate"> & {
+  /**
+   * @generated from field: uint64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: iop.v1.NodeConfigPayload config = 2;
+   */
+  config?: NodeConfigPayload | undefined;
+};
+
+/**
+ * Describes the message iop.v1.NodeConfigUpdate.
+ * Use `create(NodeConfigUpdateSchema)` to create a new message.
+ */
+export const NodeConfigUpdateSchema: GenMessage<NodeConfigUpdate> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 4);
 
 /**
  * NodeConfigPayload is everything a Node needs to serve: built by the Edge from its node record.
@@ -248,13 +286,6 @@ export type NodeConfigPayload = Message<"iop.v1.NodeConfigPayload"> & {
    * @generated from field: uint32 heartbeat_interval_ms = 5;
    */
   heartbeatIntervalMs: number;
-
-  /**
-   * Upper bound on concurrently executing runs on this Node; 0 means unlimited.
-   *
-   * @generated from field: uint32 max_concurrent_runs = 6;
-   */
-  maxConcurrentRuns: number;
 };
 
 /**
@@ -262,7 +293,7 @@ export type NodeConfigPayload = Message<"iop.v1.NodeConfigPayload"> & {
  * Use `create(NodeConfigPayloadSchema)` to create a new message.
  */
 export const NodeConfigPayloadSchema: GenMessage<NodeConfigPayload> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 4);
+  messageDesc(file_iop_v1_node, 5);
 
 /**
  * AdapterConfig configures one adapter instance on a Node.
@@ -303,7 +334,7 @@ export type AdapterConfig = Message<"iop.v1.AdapterConfig"> & {
  * Use `create(AdapterConfigSchema)` to create a new message.
  */
 export const AdapterConfigSchema: GenMessage<AdapterConfig> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 5);
+  messageDesc(file_iop_v1_node, 6);
 
 /**
  * ProviderConfig is one member of a provider pool: a model served by an adapter on this Node.
@@ -344,7 +375,7 @@ export type ProviderConfig = Message<"iop.v1.ProviderConfig"> & {
  * Use `create(ProviderConfigSchema)` to create a new message.
  */
 export const ProviderConfigSchema: GenMessage<ProviderConfig> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 6);
+  messageDesc(file_iop_v1_node, 7);
 
 /**
  * Heartbeat proves the sender is alive.
@@ -368,7 +399,7 @@ export type Heartbeat = Message<"iop.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 7);
+  messageDesc(file_iop_v1_node, 8);
 
 /**
  * RunRequest asks a Node to execute one run through `adapter` on `target`.
@@ -446,7 +477,7 @@ export type RunRequest = Message<"iop.v1.RunRequest"> & {
  * Use `create(RunRequestSchema)` to create a new message.
  */
 export const RunRequestSchema: GenMessage<RunRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 8);
+  messageDesc(file_iop_v1_node, 9);
 
 /**
  * ChatMessage is one conversation turn.
@@ -487,7 +518,7 @@ export type ChatMessage = Message<"iop.v1.ChatMessage"> & {
  * Use `create(ChatMessageSchema)` to create a new message.
  */
 export const ChatMessageSchema: GenMessage<ChatMessage> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 9);
+  messageDesc(file_iop_v1_node, 10);
 
 /**
  * ToolDefinition describes a function the model may call.
@@ -518,7 +549,7 @@ export type ToolDefinition = Message<"iop.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 10);
+  messageDesc(file_iop_v1_node, 11);
 
 /**
  * ToolCall is a model's request to call a function.
@@ -554,7 +585,7 @@ export type ToolCall = Message<"iop.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 11);
+  messageDesc(file_iop_v1_node, 12);
 
 /**
  * SamplingOptions are generation parameters; unset fields take the backend's default.
@@ -600,7 +631,7 @@ export type SamplingOptions = Message<"iop.v1.SamplingOptions"> & {
  * Use `create(SamplingOptionsSchema)` to create a new message.
  */
 export const SamplingOptionsSchema: GenMessage<SamplingOptions> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 12);
+  messageDesc(file_iop_v1_node, 13);
 
 /**
  * CancelRequest aborts a run; the run ends with a `cancelled` event.
@@ -624,7 +655,7 @@ export type CancelRequest = Message<"iop.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 13);
+  messageDesc(file_iop_v1_node, 14);
 
 /**
  * RunEvent is one step of a run's life, in `seq` order.
@@ -706,7 +737,7 @@ export type RunEvent = Message<"iop.v1.RunEvent"> & {
  * Use `create(RunEventSchema)` to create a new message.
  */
 export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 14);
+  messageDesc(file_iop_v1_node, 15);
 
 /**
  * RunEventBatch carries run events produced together (e.g. the deltas of one backend read), in
@@ -726,7 +757,7 @@ export type RunEventBatch = Message<"iop.v1.RunEventBatch"> & {
  * Use `create(RunEventBatchSchema)` to create a new message.
  */
 export const RunEventBatchSchema: GenMessage<RunEventBatch> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 15);
+  messageDesc(file_iop_v1_node, 16);
 
 /**
  * RunStarted opens a run's event stream.
@@ -755,7 +786,7 @@ export type RunStarted = Message<"iop.v1.RunStarted"> & {
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 16);
+  messageDesc(file_iop_v1_node, 17);
 
 /**
  * OutputDelta is a piece of the run's answer (model text or CLI stdout).
@@ -774,7 +805,7 @@ export type OutputDelta = Message<"iop.v1.OutputDelta"> & {
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
 export const OutputDeltaSchema: GenMessage<OutputDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 17);
+  messageDesc(file_iop_v1_node, 18);
 
 /**
  * ToolCallDelta streams part of a tool call.
@@ -793,7 +824,7 @@ export type ToolCallDelta = Message<"iop.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 18);
+  messageDesc(file_iop_v1_node, 19);
 
 /**
  * LogLine is diagnostic output that is not part of the answer (e.g. CLI stderr).
@@ -817,7 +848,7 @@ export type LogLine = Message<"iop.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 19);
+  messageDesc(file_iop_v1_node, 20);
 
 /**
  * RunCompleted closes a successful run.
@@ -850,7 +881,7 @@ export type RunCompleted = Message<"iop.v1.RunCompleted"> & {
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export const RunCompletedSchema: GenMessage<RunCompleted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 20);
+  messageDesc(file_iop_v1_node, 21);
 
 /**
  * RunFailed closes a run that did not succeed.
@@ -874,7 +905,7 @@ export type RunFailed = Message<"iop.v1.RunFailed"> & {
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema: GenMessage<RunFailed> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 21);
+  messageDesc(file_iop_v1_node, 22);
 
 /**
  * RunCancelled closes a run that was cancelled or timed out by request.
@@ -893,7 +924,7 @@ export type RunCancelled = Message<"iop.v1.RunCancelled"> & {
  * Use `create(RunCancelledSchema)` to create a new message.
  */
 export const RunCancelledSchema: GenMessage<RunCancelled> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 22);
+  messageDesc(file_iop_v1_node, 23);
 
 /**
  * NodeCommandRequest asks a Node for something other than a run.
@@ -916,6 +947,12 @@ export type NodeCommandRequest = Message<"iop.v1.NodeCommandRequest"> & {
      */
     value: CapabilitiesQuery;
     case: "capabilities";
+  } | {
+    /**
+     * @generated from field: iop.v1.RunOutputQuery run_output = 3;
+     */
+    value: RunOutputQuery;
+    case: "runOutput";
   } | { case: undefined; value?: undefined };
 };
 
@@ -924,7 +961,7 @@ export type NodeCommandRequest = Message<"iop.v1.NodeCommandRequest"> & {
  * Use `create(NodeCommandRequestSchema)` to create a new message.
  */
 export const NodeCommandRequestSchema: GenMessage<NodeCommandRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 23);
+  messageDesc(file_iop_v1_node, 24);
 
 /**
  * HistoryQuery reads the Node's most recent runs, newest first.
@@ -943,7 +980,7 @@ export type HistoryQuery = Message<"iop.v1.HistoryQuery"> & {
  * Use `create(HistoryQuerySchema)` to create a new message.
  */
 export const HistoryQuerySchema: GenMessage<HistoryQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 24);
+  messageDesc(file_iop_v1_node, 25);
 
 /**
  * CapabilitiesQuery asks every adapter what it can do now.
@@ -958,7 +995,27 @@ export type CapabilitiesQuery = Message<"iop.v1.CapabilitiesQuery"> & {
  * Use `create(CapabilitiesQuerySchema)` to create a new message.
  */
 export const CapabilitiesQuerySchema: GenMessage<CapabilitiesQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 25);
+  messageDesc(file_iop_v1_node, 26);
+
+/**
+ * RunOutputQuery reads one run's whole stored output from the Node's history (up to the Node's
+ * history.output_cap_bytes, 1 MiB by default, so that the answer fits one frame).
+ *
+ * @generated from message iop.v1.RunOutputQuery
+ */
+export type RunOutputQuery = Message<"iop.v1.RunOutputQuery"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message iop.v1.RunOutputQuery.
+ * Use `create(RunOutputQuerySchema)` to create a new message.
+ */
+export const RunOutputQuerySchema: GenMessage<RunOutputQuery> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 27);
 
 /**
  * NodeCommandResponse answers a NodeCommandRequest.
@@ -987,6 +1044,12 @@ export type NodeCommandResponse = Message<"iop.v1.NodeCommandResponse"> & {
      */
     value: Error;
     case: "error";
+  } | {
+    /**
+     * @generated from field: iop.v1.RunOutputResult run_output = 4;
+     */
+    value: RunOutputResult;
+    case: "runOutput";
   } | { case: undefined; value?: undefined };
 };
 
@@ -995,7 +1058,45 @@ export type NodeCommandResponse = Message<"iop.v1.NodeCommandResponse"> & {
  * Use `create(NodeCommandResponseSchema)` to create a new message.
  */
 export const NodeCommandResponseSchema: GenMessage<NodeCommandResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 26);
+  messageDesc(file_iop_v1_node, 28);
+
+/**
+ * RunOutputResult is one run's stored output; found=false when the history has no such run.
+ *
+ * @generated from message iop.v1.RunOutputResult
+ */
+export type RunOutputResult = Message<"iop.v1.RunOutputResult"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * @generated from field: bool found = 2;
+   */
+  found: boolean;
+
+  /**
+   * The output as recorded; when truncated it ends with a line saying at how many bytes.
+   *
+   * @generated from field: string output = 3;
+   */
+  output: string;
+
+  /**
+   * The run printed more than the Node keeps.
+   *
+   * @generated from field: bool truncated = 4;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message iop.v1.RunOutputResult.
+ * Use `create(RunOutputResultSchema)` to create a new message.
+ */
+export const RunOutputResultSchema: GenMessage<RunOutputResult> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 29);
 
 /**
  * HistoryResult lists recorded runs.
@@ -1014,7 +1115,7 @@ export type HistoryResult = Message<"iop.v1.HistoryResult"> & {
  * Use `create(HistoryResultSchema)` to create a new message.
  */
 export const HistoryResultSchema: GenMessage<HistoryResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 27);
+  messageDesc(file_iop_v1_node, 30);
 
 /**
  * RunRecord is one row of a Node's run history.
@@ -1085,7 +1186,7 @@ export type RunRecord = Message<"iop.v1.RunRecord"> & {
  * Use `create(RunRecordSchema)` to create a new message.
  */
 export const RunRecordSchema: GenMessage<RunRecord> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 28);
+  messageDesc(file_iop_v1_node, 31);
 
 /**
  * CapabilitiesResult describes each adapter.
@@ -1104,7 +1205,7 @@ export type CapabilitiesResult = Message<"iop.v1.CapabilitiesResult"> & {
  * Use `create(CapabilitiesResultSchema)` to create a new message.
  */
 export const CapabilitiesResultSchema: GenMessage<CapabilitiesResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 29);
+  messageDesc(file_iop_v1_node, 32);
 
 /**
  * AdapterCapabilities is what one adapter reports about itself.
@@ -1158,7 +1259,7 @@ export type AdapterCapabilities = Message<"iop.v1.AdapterCapabilities"> & {
  * Use `create(AdapterCapabilitiesSchema)` to create a new message.
  */
 export const AdapterCapabilitiesSchema: GenMessage<AdapterCapabilities> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 30);
+  messageDesc(file_iop_v1_node, 33);
 
 /**
  * EdgeNodeEvent carries connection lifecycle and status news, separate from run events.
@@ -1211,7 +1312,7 @@ export type EdgeNodeEvent = Message<"iop.v1.EdgeNodeEvent"> & {
  * Use `create(EdgeNodeEventSchema)` to create a new message.
  */
 export const EdgeNodeEventSchema: GenMessage<EdgeNodeEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 31);
+  messageDesc(file_iop_v1_node, 34);
 
 /**
  * NodeRegistered records a Node joining its Edge.
@@ -1235,7 +1336,7 @@ export type NodeRegistered = Message<"iop.v1.NodeRegistered"> & {
  * Use `create(NodeRegisteredSchema)` to create a new message.
  */
 export const NodeRegisteredSchema: GenMessage<NodeRegistered> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 32);
+  messageDesc(file_iop_v1_node, 35);
 
 /**
  * NodeDisconnected records a Node leaving its Edge.
@@ -1254,7 +1355,7 @@ export type NodeDisconnected = Message<"iop.v1.NodeDisconnected"> & {
  * Use `create(NodeDisconnectedSchema)` to create a new message.
  */
 export const NodeDisconnectedSchema: GenMessage<NodeDisconnected> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 33);
+  messageDesc(file_iop_v1_node, 36);
 
 /**
  * ConfigApplied reports which adapters a Node built from its config.
@@ -1273,6 +1374,14 @@ export type ConfigApplied = Message<"iop.v1.ConfigApplied"> & {
    * @generated from field: map<string, string> rejected = 2;
    */
   rejected: { [key: string]: string };
+
+  /**
+   * The version of the config applied (RegisterResponse.config_version or
+   * NodeConfigUpdate.version); 0 from a Node that predates versions.
+   *
+   * @generated from field: uint64 version = 3;
+   */
+  version: bigint;
 };
 
 /**
@@ -1280,7 +1389,7 @@ export type ConfigApplied = Message<"iop.v1.ConfigApplied"> & {
  * Use `create(ConfigAppliedSchema)` to create a new message.
  */
 export const ConfigAppliedSchema: GenMessage<ConfigApplied> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 34);
+  messageDesc(file_iop_v1_node, 37);
 
 /**
  * AdapterHealth reports an adapter's health change.
@@ -1309,5 +1418,5 @@ export type AdapterHealth = Message<"iop.v1.AdapterHealth"> & {
  * Use `create(AdapterHealthSchema)` to create a new message.
  */
 export const AdapterHealthSchema: GenMessage<AdapterHealth> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 35);
+  messageDesc(file_iop_v1_node, 38);
 

@@ -8,9 +8,11 @@ import { type Context, Hono } from "hono";
 import { httpStatusOf, OverloadedError, toIopError } from "../../../../shared/errors.ts";
 import { apiKeyAuth } from "../auth.ts";
 import { currentBodyLimit } from "../body_limit.ts";
+import type { Logger } from "../../../../shared/log.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
+import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
-import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
+import { resolveModel, submissionFor } from "../model_resolver.ts";
 import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
 import {
   ollamaAnswer,
@@ -20,6 +22,8 @@ import {
   parseOllamaGenerate,
 } from "./convert.ts";
 import type { RunGateway } from "../../ports.ts";
+import { servableModels } from "../../servable.ts";
+import { sessionFor, sessionHeaders } from "../session_header.ts";
 
 /** The message Ollama answers with when its queue is full. */
 export const OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded";
@@ -31,6 +35,8 @@ export const OLLAMA_COMPAT_VERSION = "0.6.4";
 export interface OllamaAppDeps {
   service: RunGateway;
   metrics?: HttpMetrics;
+  /** Where dropped `options` are warned about; absent: not logged. */
+  logger?: Logger;
 }
 
 /** Answers with Ollama's `{"error": "..."}` for anything thrown. */
@@ -69,10 +75,12 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
 
   app.get("/version", (c) => c.json({ version: OLLAMA_COMPAT_VERSION }));
 
+  // Only models some connected, healthy node can run now (see servable.ts).
   app.get("/tags", meterRoute(metrics, "/api/tags"), async (c) => {
-    const modifiedAt = new Date(service.status().startedAtMs).toISOString();
+    const status = service.status();
+    const modifiedAt = new Date(status.startedAtMs).toISOString();
     const models = await Promise.all(
-      publicModels(service.config).map(async (name) => ({
+      servableModels(service.config.models, status).map(async (name) => ({
         name,
         model: name,
         modified_at: modifiedAt,
@@ -97,24 +105,40 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
     const signal = c.req.raw.signal;
     const startedNs = performance.now() * 1e6;
     const req: OllamaRequest = parse(await readJsonBody(c.req.raw));
+    if (req.droppedOptions.length > 0) {
+      deps.logger?.warn("ollama options dropped", {
+        route: `/api/${kind}`,
+        options: req.droppedOptions.join(","),
+      });
+    }
     const model = resolveModel(service.config, req.model);
+    req.input.sessionId = sessionFor(c.req.raw, model);
     const started = await startRun(service, submissionFor(model, req.input), signal);
     const meter = meterOf(c);
+    const session = sessionHeaders(req.input.sessionId);
     if (!req.stream) {
       const answer = await collectAnswer(started.events);
       meter.firstToken();
       meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
-      return c.json(ollamaAnswer(kind, req.model, answer, startedNs));
+      return c.json(ollamaAnswer(kind, req.model, answer, startedNs), 200, session);
     }
     const body = streamBody(
       started,
       (out) => ollamaLines(kind, req.model, startedNs, meter, out),
       meter.streamEnded,
     );
-    return new Response(body, { headers: { "content-type": "application/x-ndjson" } });
+    return new Response(body, {
+      headers: { "content-type": "application/x-ndjson", ...session },
+    });
   };
-  app.post("/chat", meterRoute(metrics, "/api/chat"), run("chat", parseOllamaChat));
-  app.post("/generate", meterRoute(metrics, "/api/generate"), run("generate", parseOllamaGenerate));
+  const json = requireJsonBody();
+  app.post("/chat", meterRoute(metrics, "/api/chat"), json, run("chat", parseOllamaChat));
+  app.post(
+    "/generate",
+    meterRoute(metrics, "/api/generate"),
+    json,
+    run("generate", parseOllamaGenerate),
+  );
   // Known paths asked with another method (mounted routes match in order, these last).
   const methods: [string, string][] = [
     ["/version", "GET"],

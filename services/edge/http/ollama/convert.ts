@@ -5,7 +5,7 @@
  */
 import type { ChatMessage, RunEvent, RunInput, Sampling, Usage } from "../../../../shared/run.ts";
 import type { RequestMeter } from "../http_metrics.ts";
-import type { JsonFields } from "../json_fields.ts";
+import { INT32_MAX, type JsonFields, SEED_BOUNDS, UINT32_MAX } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
 
 /** A parsed Ollama chat or generate request. */
@@ -13,31 +13,99 @@ export interface OllamaRequest {
   model: string;
   stream: boolean;
   input: Omit<RunInput, "adapter" | "target">;
+  /** Ollama runner options the client sent that the Edge drops (see {@linkcode samplingOf}). */
+  droppedOptions: string[];
 }
 
 const ROLES = ["system", "user", "assistant", "tool"] as const;
 
-/** Ollama `options` as sampling; unknown numeric options pass through as extras. */
-function samplingOf(body: JsonFields): Sampling {
+type Bounds = { min?: number; max?: number; integer?: boolean };
+
+/** Sampling options forwarded to the backend in `sampling.extra`, with their bounds. */
+const EXTRA_OPTIONS: Record<string, Bounds> = {
+  top_k: { min: 0, max: INT32_MAX, integer: true },
+  min_p: { min: 0, max: 1 },
+  repeat_penalty: { min: 0 },
+  presence_penalty: { min: -2, max: 2 },
+  frequency_penalty: { min: -2, max: 2 },
+  num_ctx: { min: 1, max: INT32_MAX, integer: true },
+};
+
+/** Options mapped onto the run's own sampling fields. */
+const MAPPED_OPTIONS = ["temperature", "top_p", "num_predict", "stop", "seed"];
+
+/**
+ * Ollama options that tune its runner (placement, threads, memory) or rarer samplers: Ollama
+ * accepts them, but on a shared backend they are the operator's to set, so they are dropped
+ * (and logged) rather than refused, which keeps clients that always send them working.
+ */
+const DROPPED_OPTIONS = new Set([
+  "num_keep",
+  "typical_p",
+  "repeat_last_n",
+  "tfs_z",
+  "mirostat",
+  "mirostat_tau",
+  "mirostat_eta",
+  "penalize_newline",
+  "numa",
+  "num_batch",
+  "num_gpu",
+  "main_gpu",
+  "low_vram",
+  "f16_kv",
+  "logits_all",
+  "vocab_only",
+  "use_mmap",
+  "use_mlock",
+  "num_thread",
+  "embedding_only",
+  "rope_frequency_base",
+  "rope_frequency_scale",
+]);
+
+/**
+ * Ollama `options` as sampling. Only sampling parameters travel, each checked against its wire
+ * or backend range, and only under their own names, so none can replace what the Edge sets
+ * (`model`, `messages`, `stream`): the adapters merge `sampling.extra` into the backend body.
+ * Runner options are dropped (returned in `dropped`); any other key is refused naming it.
+ */
+export function samplingOf(body: JsonFields): { sampling: Sampling; dropped: string[] } {
   const options = body.object("options");
   const sampling: Sampling = {};
-  if (!options) return sampling;
+  const dropped: string[] = [];
+  if (!options) return { sampling, dropped };
   const temperature = options.number("temperature", { min: 0 });
   if (temperature !== undefined) sampling.temperature = temperature;
   const topP = options.number("top_p", { min: 0, max: 1 });
   if (topP !== undefined) sampling.topP = topP;
-  const numPredict = options.number("num_predict", { integer: true });
+  // -1 (no limit) and -2 (fill the context) leave the limit to the backend.
+  const numPredict = options.number("num_predict", { min: -2, max: UINT32_MAX, integer: true });
   if (numPredict !== undefined && numPredict > 0) sampling.maxTokens = numPredict;
   const stop = options.stringList("stop");
   if (stop !== undefined) sampling.stop = stop;
-  const seed = options.number("seed", { integer: true });
+  const seed = options.number("seed", SEED_BOUNDS);
   if (seed !== undefined) sampling.seed = seed;
   const extra: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(options.value)) {
-    if (!["temperature", "top_p", "num_predict", "stop", "seed"].includes(k)) extra[k] = v;
+  for (const key of Object.keys(options.value)) {
+    if (MAPPED_OPTIONS.includes(key)) continue;
+    const bounds = Object.hasOwn(EXTRA_OPTIONS, key) ? EXTRA_OPTIONS[key] : undefined;
+    if (bounds) {
+      const value = options.number(key, bounds);
+      if (value !== undefined) extra[key] = value;
+    } else if (DROPPED_OPTIONS.has(key)) {
+      dropped.push(key);
+    } else {
+      options.fail(
+        key,
+        `is not an option this Edge accepts; the sampling options are ${
+          [...MAPPED_OPTIONS, ...Object.keys(EXTRA_OPTIONS)].join(", ")
+        }`,
+      );
+    }
   }
   if (Object.keys(extra).length > 0) sampling.extra = extra;
-  return sampling;
+  return { sampling, dropped };
 }
 
 function toolsOf(body: JsonFields): RunInput["tools"] {
@@ -53,13 +121,15 @@ function toolsOf(body: JsonFields): RunInput["tools"] {
 
 function base(body: JsonFields, messages: ChatMessage[], prompt: string): OllamaRequest {
   const stream = body.boolean("stream") ?? true;
+  const { sampling, dropped } = samplingOf(body);
   return {
     model: body.requiredString("model"),
     stream,
+    droppedOptions: dropped,
     input: {
       messages,
       prompt,
-      sampling: samplingOf(body),
+      sampling,
       tools: toolsOf(body),
       sessionId: "",
       metadata: {},

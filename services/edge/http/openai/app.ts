@@ -8,8 +8,9 @@ import { Hono } from "hono";
 import { apiKeyAuth } from "../auth.ts";
 import { currentBodyLimit } from "../body_limit.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
+import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
-import { publicModels, resolveModel, submissionFor } from "../model_resolver.ts";
+import { resolveModel, submissionFor } from "../model_resolver.ts";
 import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
 import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
 import {
@@ -20,6 +21,8 @@ import {
 } from "./errors.ts";
 import { parseResponsesRequest, responseEvents, responseObject } from "./responses.ts";
 import type { RunGateway } from "../../ports.ts";
+import { servableModels } from "../../servable.ts";
+import { sessionFor, sessionHeaders } from "../session_header.ts";
 
 /** Dependencies of {@linkcode createOpenAIApp}. */
 export interface OpenAIAppDeps {
@@ -56,11 +59,13 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
   app.onError((err, c) => openaiErrorResponse(c, err));
   app.notFound(openaiNotFound);
 
+  // Only models some connected, healthy node can run now (see servable.ts).
   app.get("/models", meterRoute(metrics, "/v1/models"), (c) => {
-    const created = Math.floor(service.status().startedAtMs / 1000);
+    const status = service.status();
+    const created = Math.floor(status.startedAtMs / 1000);
     return c.json({
       object: "list",
-      data: publicModels(service.config).map((id) => ({
+      data: servableModels(service.config.models, status).map((id) => ({
         id,
         object: "model",
         created,
@@ -75,40 +80,46 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     return c.json({ id: model.name, object: "model", created, owned_by: "iop" });
   });
 
-  app.post("/chat/completions", meterRoute(metrics, "/v1/chat/completions"), async (c) => {
+  const parseOptions = () => ({ allowMockMetadata: service.config.http.allowMockMetadata });
+  const json = requireJsonBody();
+  app.post("/chat/completions", meterRoute(metrics, "/v1/chat/completions"), json, async (c) => {
     const signal = c.req.raw.signal;
-    const req = parseChatRequest(await readJsonBody(c.req.raw));
+    const req = parseChatRequest(await readJsonBody(c.req.raw), parseOptions());
     const model = resolveModel(service.config, req.model);
+    req.input.sessionId = sessionFor(c.req.raw, model);
     const run = await startRun(service, submissionFor(model, req.input), signal);
     const meter = meterOf(c);
+    const session = sessionHeaders(req.input.sessionId);
     if (!req.stream) {
       const answer = await collectAnswer(run.events);
       meter.firstToken();
       meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
-      return c.json(chatCompletion(req.model, answer));
+      return c.json(chatCompletion(req.model, answer), 200, session);
     }
     const body = streamBody(
       run,
       (out) => chatChunks(req.model, req.includeUsage, meter, out),
       meter.streamEnded,
     );
-    return new Response(body, { headers: SSE_HEADERS });
+    return new Response(body, { headers: { ...SSE_HEADERS, ...session } });
   });
 
-  app.post("/responses", meterRoute(metrics, "/v1/responses"), async (c) => {
+  app.post("/responses", meterRoute(metrics, "/v1/responses"), json, async (c) => {
     const signal = c.req.raw.signal;
-    const req = parseResponsesRequest(await readJsonBody(c.req.raw));
+    const req = parseResponsesRequest(await readJsonBody(c.req.raw), parseOptions());
     const model = resolveModel(service.config, req.model);
+    req.input.sessionId = sessionFor(c.req.raw, model);
     const run = await startRun(service, submissionFor(model, req.input), signal);
     const meter = meterOf(c);
+    const session = sessionHeaders(req.input.sessionId);
     if (!req.stream) {
       const answer = await collectAnswer(run.events);
       meter.firstToken();
       meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
-      return c.json(responseObject(req, answer));
+      return c.json(responseObject(req, answer), 200, session);
     }
     const body = streamBody(run, (out) => responseEvents(req, meter, out), meter.streamEnded);
-    return new Response(body, { headers: SSE_HEADERS });
+    return new Response(body, { headers: { ...SSE_HEADERS, ...session } });
   });
 
   // Known paths asked with another method (mounted routes match in order, these last).

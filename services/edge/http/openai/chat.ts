@@ -12,7 +12,13 @@ import type {
   ToolDefinition,
   Usage,
 } from "../../../../shared/run.ts";
-import { FieldError, type JsonFields } from "../json_fields.ts";
+import {
+  FieldError,
+  type JsonFields,
+  MAX_TOKENS_BOUNDS,
+  SEED_BOUNDS,
+  UINT32_MAX,
+} from "../json_fields.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { errorOf, type RunAnswer } from "../run_bridge.ts";
 import { openaiError } from "./errors.ts";
@@ -80,14 +86,20 @@ export function parseTools(body: JsonFields, nested: boolean): ToolDefinition[] 
   });
 }
 
+/** Options of the request parsers. */
+export interface ParseOptions {
+  /** Accept `mock.*` metadata keys (`http.allow_mock_metadata`); default false. */
+  allowMockMetadata?: boolean;
+}
+
 /** Validates a chat completion body; errors name the bad field. */
-export function parseChatRequest(body: JsonFields): ChatRequest {
+export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): ChatRequest {
   const model = body.requiredString("model");
   const messagesRaw = body.array("messages");
   if (!messagesRaw) body.fail("messages", "is required");
   if (messagesRaw.length === 0) body.fail("messages", "must contain at least one message");
   const messages = body.objects("messages").map(parseMessage);
-  const n = body.number("n", { min: 1, integer: true });
+  const n = body.number("n", { min: 1, max: UINT32_MAX, integer: true });
   if (n !== undefined && n !== 1) body.fail("n", "must be 1: only one choice is supported");
   const stream = body.boolean("stream") ?? false;
   const streamOptions = body.object("stream_options");
@@ -99,12 +111,12 @@ export function parseChatRequest(body: JsonFields): ChatRequest {
   if (temperature !== undefined) sampling.temperature = temperature;
   const topP = body.number("top_p", { min: 0, max: 1 });
   if (topP !== undefined) sampling.topP = topP;
-  const maxTokens = body.number("max_completion_tokens", { min: 1, integer: true }) ??
-    body.number("max_tokens", { min: 1, integer: true });
+  const maxTokens = body.number("max_completion_tokens", MAX_TOKENS_BOUNDS) ??
+    body.number("max_tokens", MAX_TOKENS_BOUNDS);
   if (maxTokens !== undefined) sampling.maxTokens = maxTokens;
   const stop = body.stringList("stop");
   if (stop !== undefined) sampling.stop = stop;
-  const seed = body.number("seed", { integer: true });
+  const seed = body.number("seed", SEED_BOUNDS);
   if (seed !== undefined) sampling.seed = seed;
   return {
     model,
@@ -116,20 +128,31 @@ export function parseChatRequest(body: JsonFields): ChatRequest {
       sampling,
       tools: parseTools(body, true),
       sessionId: "",
-      metadata: metadataOf(body),
+      metadata: metadataOf(body, options),
       timeoutMs: 0,
       wholeAnswer: !stream,
     },
   };
 }
 
-/** OpenAI's `metadata` (string values) as run metadata. */
-export function metadataOf(body: JsonFields): Record<string, string> {
+/**
+ * OpenAI's `metadata` (string values) as run metadata. `mock.*` keys drive the mock adapter's
+ * fault knobs (token count, delays, failures), so a public client may set them only when the
+ * config allows it.
+ */
+export function metadataOf(body: JsonFields, options: ParseOptions = {}): Record<string, string> {
   const meta = body.object("metadata");
   if (!meta) return {};
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(meta.value)) {
     if (typeof v !== "string") throw new FieldError(meta.at(k), `'${meta.at(k)}' must be a string`);
+    if (!options.allowMockMetadata && k.toLowerCase().startsWith("mock.")) {
+      throw new FieldError(
+        meta.at(k),
+        `'${meta.at(k)}' is a mock adapter knob, which this Edge does not take from clients ` +
+          "(http.allow_mock_metadata is false)",
+      );
+    }
     out[k] = v;
   }
   return out;

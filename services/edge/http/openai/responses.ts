@@ -8,9 +8,9 @@
  */
 import type { ChatMessage, RunEvent, RunInput, ToolCall, Usage } from "../../../../shared/run.ts";
 import type { RequestMeter } from "../http_metrics.ts";
-import type { JsonFields } from "../json_fields.ts";
+import { type JsonFields, MAX_TOKENS_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
-import { contentText, metadataOf, parseTools } from "./chat.ts";
+import { contentText, metadataOf, type ParseOptions, parseTools } from "./chat.ts";
 
 /** A parsed Responses request. */
 export interface ResponsesRequest {
@@ -64,7 +64,10 @@ function parseInput(body: JsonFields): ChatMessage[] {
 }
 
 /** Validates a Responses body; errors name the bad field. */
-export function parseResponsesRequest(body: JsonFields): ResponsesRequest {
+export function parseResponsesRequest(
+  body: JsonFields,
+  options: ParseOptions = {},
+): ResponsesRequest {
   const model = body.requiredString("model");
   const instructions = body.string("instructions") ?? null;
   const messages = parseInput(body);
@@ -74,9 +77,9 @@ export function parseResponsesRequest(body: JsonFields): ResponsesRequest {
   if (temperature !== undefined) sampling.temperature = temperature;
   const topP = body.number("top_p", { min: 0, max: 1 });
   if (topP !== undefined) sampling.topP = topP;
-  const maxOutput = body.number("max_output_tokens", { min: 1, integer: true });
+  const maxOutput = body.number("max_output_tokens", MAX_TOKENS_BOUNDS);
   if (maxOutput !== undefined) sampling.maxTokens = maxOutput;
-  const metadata = metadataOf(body);
+  const metadata = metadataOf(body, options);
   const stream = body.boolean("stream") ?? false;
   return {
     model,

@@ -1,0 +1,67 @@
+/**
+ * Command deadlines on the Edge without a Control Plane: a real service layer whose reload is
+ * held open by the test. Runs cancelled at the deadline are covered end to end, with a Node and
+ * its CLI process, in tests/cp_outcomes_test.ts.
+ */
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import { EdgeCommandRequestSchema } from "../../../proto/gen/iop/v1/control_pb.ts";
+import { createLogger } from "../../../shared/log.ts";
+import { DomainAgents } from "../agents/domain_agents.ts";
+import { parseEdgeConfig } from "../config.ts";
+import { EdgeService } from "../service.ts";
+import { executeWithDeadline } from "./commands.ts";
+
+const logger = createLogger("test", { writer: () => {} });
+
+function serviceWithReload(reload: () => Promise<void>) {
+  const config = parseEdgeConfig({ edge: { id: "edge-d" } }, "edge.yaml");
+  const service = new EdgeService({
+    config,
+    logger,
+    version: "1",
+    loadConfig: () => reload().then(() => config),
+  });
+  return { service, agents: new DomainAgents(service) };
+}
+
+const reloadWithin = (timeoutMs: number) =>
+  create(EdgeCommandRequestSchema, {
+    commandId: "cmd_d",
+    timeoutMs,
+    kind: { case: "reload", value: {} },
+  });
+
+Deno.test("executeWithDeadline() answers TIMEOUT, not retryable, when the work outlives timeout_ms", async () => {
+  const { service, agents } = serviceWithReload(() => new Promise(() => {}));
+  const result = await executeWithDeadline(reloadWithin(30), {
+    service,
+    agents,
+    signal: new AbortController().signal,
+    onProgress: () => {},
+    cancelSettleMs: 20,
+  });
+  assert.equal(result.status, "failed");
+  assert.equal(result.commandId, "cmd_d");
+  assert.deepEqual(
+    [result.error?.code, result.error?.retryable, result.error?.message],
+    [
+      "TIMEOUT",
+      false,
+      "Cannot finish the command within its deadline of 30 ms: cancelled at the deadline, " +
+      "still stopping 20 ms later",
+    ],
+  );
+});
+
+Deno.test("executeWithDeadline() keeps the result of a command that ends before its deadline", async () => {
+  const { service, agents } = serviceWithReload(() => Promise.resolve());
+  const result = await executeWithDeadline(reloadWithin(5_000), {
+    service,
+    agents,
+    signal: new AbortController().signal,
+    onProgress: () => {},
+  });
+  assert.equal(result.status, "succeeded");
+  assert.equal(result.error, undefined);
+});

@@ -1,0 +1,65 @@
+/**
+ * How much of a run's output the Node keeps: measured in UTF-8 bytes (what the history file and
+ * the wire carry), cut on a character boundary, with a trailing line marking a cut.
+ * @module
+ */
+
+/** Default of node.yaml `history.output_cap_bytes`: 1 MiB of output per run. */
+export const DEFAULT_OUTPUT_CAP_BYTES = 1024 * 1024;
+
+/**
+ * Largest accepted `history.output_cap_bytes`: one run's output must fit, with room to spare,
+ * in the single frame that answers a run-output command (4 MiB by default).
+ */
+export const MAX_OUTPUT_CAP_BYTES = 3 * 1024 * 1024;
+
+/** The line a cut output ends with. */
+export function truncationMark(capBytes: number): string {
+  return `[output truncated at ${capBytes} bytes]`;
+}
+
+/** Length of `text` in UTF-8 bytes, without encoding it. */
+export function utf8Length(text: string): number {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x80) bytes += 1;
+    else if (code < 0x800) bytes += 2;
+    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
+      // A surrogate pair is one 4-byte character.
+      bytes += 4;
+      i++;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+
+/** The longest prefix of `text` of at most `maxBytes` UTF-8 bytes that splits no character. */
+export function cutToBytes(text: string, maxBytes: number): string {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    const pair = code >= 0xd800 && code <= 0xdbff && i + 1 < text.length;
+    const size = code < 0x80 ? 1 : code < 0x800 ? 2 : pair ? 4 : 3;
+    if (bytes + size > maxBytes) return text.slice(0, i);
+    bytes += size;
+    if (pair) i++;
+  }
+  return text;
+}
+
+/**
+ * Caps `text` at `capBytes`; a cut (or `options.alreadyCut`: an earlier stage cut it) ends the
+ * text with the {@linkcode truncationMark} on a line of its own.
+ */
+export function capOutput(
+  text: string,
+  capBytes: number,
+  options: { alreadyCut?: boolean } = {},
+): { output: string; truncated: boolean } {
+  const kept = cutToBytes(text, capBytes);
+  const truncated = (options.alreadyCut ?? false) || kept.length < text.length;
+  if (!truncated) return { output: kept, truncated };
+  const sep = kept === "" || kept.endsWith("\n") ? "" : "\n";
+  return { output: `${kept}${sep}${truncationMark(capBytes)}\n`, truncated };
+}
