@@ -58,7 +58,7 @@ async function startCpProcess(config: string, httpPort: number, wirePort: number
   }).spawn();
   const url = `http://127.0.0.1:${httpPort}`;
   await until("control plane process to be ready", async () => {
-    const res = await fetch(`${url}/readyz`);
+    const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2_000) });
     await res.body?.cancel();
     return res.ok ? true : undefined;
   }, 30_000);
@@ -69,14 +69,16 @@ async function startCpProcess(config: string, httpPort: number, wirePort: number
     stop: () =>
       stopped ??= (async () => {
         child.kill("SIGTERM");
-        const status = await child.status;
+        // A process that does not stop fails the test instead of hanging it.
+        const late = setTimeout(() => child.kill("SIGKILL"), 15_000);
+        const status = await child.status.finally(() => clearTimeout(late));
         assert.equal(status.code, 0, "control plane exits cleanly on SIGTERM");
       })(),
   } satisfies CpProcess;
 }
 
 async function getJson(url: string, init?: RequestInit): Promise<{ status: number; body: Json }> {
-  const res = await fetch(url, init);
+  const res = await fetch(url, { signal: AbortSignal.timeout(10_000), ...init });
   return { status: res.status, body: await res.json() };
 }
 

@@ -370,3 +370,30 @@ Deno.test("after an Edge restart the node registers again by itself", async () =
     await edge[Symbol.asyncDispose]();
   }
 });
+
+Deno.test("a reload reaches the running node process: the next run uses the new config, no reconnect", async () => {
+  await using env = await setup();
+  await using edge = await env.edge(true);
+  await using node = await env.node();
+  const before = await waitForNode(env.httpPort, (n) => n.connected);
+
+  await edge.line("/run mock demo hello");
+  await edge.stdout.waitFor(/\[run_\w+ completed\][^\n]* out=3\n/);
+
+  // Same file, the mock adapter now answers 7 tokens.
+  const config = JSON.parse(await Deno.readTextFile(env.edgeFile));
+  config.nodes[0].adapters[0].tokens = 7;
+  await Deno.writeTextFile(env.edgeFile, JSON.stringify(config, null, 2));
+  await edge.line("/reload");
+  await edge.stdout.waitFor(/reloaded: [^\n]*connected nodes reconfigured: 1/);
+  const after = await waitForNode(
+    env.httpPort,
+    (n) => (n as StatusNode & { configVersion?: number }).configVersion === 2,
+  );
+  assert.equal(after.connectedAtMs, before.connectedAtMs, "the node never reconnected");
+
+  const from = edge.stdout.text.length;
+  await edge.line("/run mock demo hello again");
+  await edge.stdout.waitFor(/\[run_\w+ completed\][^\n]* out=7\n/, 10_000, from);
+  assert.equal(node.exited, false);
+});

@@ -311,3 +311,76 @@ Deno.test("with mutual TLS an edge certificate binds the edge id it may attach a
   const own = await hello(await pem("edge", "edge-a"), "edge-a");
   assert.equal(own?.accepted, true);
 });
+
+/** A TCP proxy to `target` that holds each connection `delayMs` before forwarding it. */
+function slowProxy(target: string, delayMs: number) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const [host, port] = [
+    target.slice(0, target.lastIndexOf(":")),
+    Number(target.slice(target.lastIndexOf(":") + 1)),
+  ];
+  const conns: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const inbound of listener) {
+      conns.push(inbound);
+      void (async () => {
+        await new Promise((r) => setTimeout(r, delayMs));
+        const outbound = await Deno.connect({ hostname: host, port });
+        conns.push(outbound);
+        await Promise.allSettled([
+          inbound.readable.pipeTo(outbound.writable),
+          outbound.readable.pipeTo(inbound.writable),
+        ]);
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  return {
+    address: `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    close: async () => {
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch {
+          // Closed already.
+        }
+      }
+      await accepting;
+    },
+  };
+}
+
+Deno.test("an edge link stopped while its TLS dial is under way ends instead of attaching", async () => {
+  await using cp = await startControlPlane(await testCpConfig(":memory:"), {
+    logger: quiet("cp"),
+  });
+  const proxy = slowProxy(cp.wireAddress, 300);
+  const config = parseEdgeConfig({
+    edge: { id: "edge-a" },
+    wire: { insecure_plaintext: true },
+    control_plane: {
+      address: proxy.address,
+      credential: testEdgeCredential("edge-a"),
+      tls: { ca: (await testCertificates()).ca, server_name: "localhost" },
+    },
+  }, "edge.yaml");
+  const service = new EdgeService({ config, logger: quiet("edge"), version: "test" });
+  const link = startCpLink({
+    service,
+    agents: new DomainAgents(service),
+    version: "test",
+    logger: quiet("cp_link"),
+  });
+  try {
+    await new Promise((r) => setTimeout(r, 100)); // the dial waits in the proxy
+    const stopped = link.stop().then(() => "stopped");
+    const outcome = await Promise.race([
+      stopped,
+      new Promise((r) => setTimeout(() => r("still running"), 5_000)),
+    ]);
+    assert.equal(outcome, "stopped");
+    assert.equal(cp.registry.list().filter((e) => e.connected).length, 0);
+  } finally {
+    await proxy.close();
+  }
+});

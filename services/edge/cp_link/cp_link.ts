@@ -104,6 +104,12 @@ export function startCpLink(options: CpLinkOptions): CpLink {
             address,
             ...(tls ? { tls: await loadDialTls(tls) } : {}),
           });
+          // stop() may have run while the dial (a TLS handshake) was under way: it had no link
+          // to close then, so this one must not start a session nobody would end.
+          if (stopController.signal.aborted) {
+            link.close();
+            break;
+          }
           const conn: Conn = new FrameConnection(link, {
             inSchema: EdgeEnvelopeSchema,
             outSchema: EdgeEnvelopeSchema,

@@ -98,6 +98,11 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
           address: options.edgeAddress,
           ...(options.tls ? { tls: await loadDialTls(options.tls) } : {}),
         });
+        // stop() may have run during the dial (a TLS handshake), with no link to close yet.
+        if (stopped) {
+          link.close();
+          break;
+        }
         const conn: Conn = new FrameConnection(link, {
           inSchema: NodeEnvelopeSchema,
           outSchema: NodeEnvelopeSchema,
