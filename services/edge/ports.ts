@@ -219,6 +219,8 @@ export interface RunGateway {
   cancelRun(runId: string, reason?: string): boolean;
   /** The resource-first status snapshot of the group. */
   status(): StatusSnapshot;
+  /** True when runs on `adapter` keep a session on their node (it is a `cli` adapter). */
+  keepsSessions(adapter: string): boolean;
 }
 
 /** What the ops console uses of the service layer: runs and status, plus node commands and reload. */

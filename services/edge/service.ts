@@ -216,7 +216,8 @@ export class EdgeService implements OpsGateway {
    */
   submitRun(submission: RunSubmission, options: SubmitOptions = {}): Promise<RunHandle> {
     const plan = planSession(this.sessionAffinity, submission, {
-      stateful: !submission.modelGroup && this.#keepsSessions(submission),
+      stateful: !submission.modelGroup &&
+        this.#store.isCliAdapter(submission.adapter, submission.node),
       holderState: (id) => this.#holderState(id),
       nodeIdOf: (name) => this.#store.byName(name)?.id,
     });
@@ -235,14 +236,8 @@ export class EdgeService implements OpsGateway {
     return this.#holding(routed, this.pools.dispatchDirect(session, routed, options));
   }
 
-  /** True when the submission's adapter keeps sessions on its node (a CLI adapter). */
-  #keepsSessions(submission: RunSubmission): boolean {
-    const records = submission.node
-      ? [this.#store.byName(submission.node)].filter((r) => r !== undefined)
-      : this.#store.list();
-    return records.some((r) =>
-      r.adapters.some((a) => a.name === submission.adapter && a.kind === "cli")
-    );
+  keepsSessions(adapter: string): boolean {
+    return this.#store.isCliAdapter(adapter);
   }
 
   #holderState(nodeId: string): HolderState {

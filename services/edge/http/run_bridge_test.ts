@@ -42,6 +42,7 @@ function serviceFor(run: FakeRun): RunGateway {
     submitRun: (_s: RunSubmission) => Promise.resolve(run),
     cancelRun: () => false,
     status: () => undefined as never,
+    keepsSessions: () => false,
   };
 }
 

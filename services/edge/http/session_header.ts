@@ -3,6 +3,7 @@
  * (a CLI agent's conversation lives on the node that ran it), and learns the one it started.
  * @module
  */
+import type { RunGateway } from "../ports.ts";
 import type { ResolvedModel } from "./model_resolver.ts";
 import { newSessionId } from "../sessions.ts";
 
@@ -11,13 +12,18 @@ export const SESSION_HEADER = "x-iop-session";
 
 /**
  * The session a request runs in: the one its header names (checked by the service layer), or
- * for a direct route (CLI profiles) a new one, so the first turn already has an id the client
- * can read back and continue. Model pools are stateless: no session unless the client sends one.
+ * for a CLI profile a new one, so the first turn already has an id the client can read back and
+ * continue. Model runs are stateless: no session (and no affinity entry) unless the client
+ * sends one.
  */
-export function sessionFor(request: Request, model: ResolvedModel): string {
+export function sessionFor(
+  request: Request,
+  model: ResolvedModel,
+  service: Pick<RunGateway, "keepsSessions">,
+): string {
   const named = request.headers.get(SESSION_HEADER)?.trim() ?? "";
   if (named !== "") return named;
-  return model.route === "direct" ? newSessionId() : "";
+  return model.route === "direct" && service.keepsSessions(model.adapter) ? newSessionId() : "";
 }
 
 /** Response headers that hand the session id back; none when the run has no session. */

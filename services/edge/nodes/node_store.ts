@@ -18,6 +18,9 @@ export class NodeStore {
   readonly #byId = new Map<string, NodeRecord>();
   readonly #byName = new Map<string, NodeRecord>();
   readonly #records: readonly NodeRecord[];
+  /** Names of `cli` adapters, anywhere and per node id: CLI runs keep sessions on their node. */
+  readonly #cliAdapters = new Set<string>();
+  readonly #cliAdaptersOf = new Map<string, Set<string>>();
 
   /** Throws TypeError on an empty or duplicate id, alias or token, or a malformed hash. */
   constructor(records: readonly NodeRecord[]) {
@@ -41,6 +44,9 @@ export class NodeStore {
         this.#byName.set(name, r);
       }
       this.#byId.set(r.id, r);
+      const cli = new Set(r.adapters.filter((a) => a.kind === "cli").map((a) => a.name));
+      this.#cliAdaptersOf.set(r.id, cli);
+      for (const name of cli) this.#cliAdapters.add(name);
     }
     this.#records = Object.freeze([...records]);
   }
@@ -60,6 +66,13 @@ export class NodeStore {
   /** The record with this id or alias. */
   byName(idOrAlias: string): NodeRecord | undefined {
     return this.#byName.get(idOrAlias);
+  }
+
+  /** True when `adapter` is a `cli` adapter on the node named (id or alias), or on any node. */
+  isCliAdapter(adapter: string, node?: string): boolean {
+    if (!node) return this.#cliAdapters.has(adapter);
+    const record = this.#byName.get(node);
+    return record !== undefined && this.#cliAdaptersOf.get(record.id)!.has(adapter);
   }
 
   /** Every record, in config order. */

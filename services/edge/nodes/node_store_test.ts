@@ -116,3 +116,20 @@ Deno.test("the record list keeps config order and cannot be changed", () => {
   assert.deepEqual(store.list().map((r) => r.id), ["b", "a"]);
   assert.throws(() => (store.list() as NodeRecord[]).push(record("d")), TypeError);
 });
+
+Deno.test("isCliAdapter() tells CLI adapters apart, per node (id or alias) or anywhere", () => {
+  const store = new NodeStore([
+    record("a", {
+      alias: "alpha",
+      adapters: [{ name: "shell", kind: "cli", enabled: true, profiles: [] }],
+    } as unknown as Partial<NodeRecord>),
+    record("b", {
+      adapters: [{ name: "llm", kind: "mock", enabled: true }],
+    } as unknown as Partial<NodeRecord>),
+  ]);
+  assert.equal(store.isCliAdapter("shell"), true);
+  assert.equal(store.isCliAdapter("shell", "alpha"), true);
+  assert.equal(store.isCliAdapter("shell", "b"), false);
+  assert.equal(store.isCliAdapter("llm"), false);
+  assert.equal(store.isCliAdapter("shell", "nowhere"), false);
+});

@@ -112,7 +112,7 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
       });
     }
     const model = resolveModel(service.config, req.model);
-    req.input.sessionId = sessionFor(c.req.raw, model);
+    req.input.sessionId = sessionFor(c.req.raw, model, service);
     const started = await startRun(service, submissionFor(model, req.input), signal);
     const meter = meterOf(c);
     const session = sessionHeaders(req.input.sessionId);

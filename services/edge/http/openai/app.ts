@@ -86,7 +86,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     const signal = c.req.raw.signal;
     const req = parseChatRequest(await readJsonBody(c.req.raw), parseOptions());
     const model = resolveModel(service.config, req.model);
-    req.input.sessionId = sessionFor(c.req.raw, model);
+    req.input.sessionId = sessionFor(c.req.raw, model, service);
     const run = await startRun(service, submissionFor(model, req.input), signal);
     const meter = meterOf(c);
     const session = sessionHeaders(req.input.sessionId);
@@ -108,7 +108,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     const signal = c.req.raw.signal;
     const req = parseResponsesRequest(await readJsonBody(c.req.raw), parseOptions());
     const model = resolveModel(service.config, req.model);
-    req.input.sessionId = sessionFor(c.req.raw, model);
+    req.input.sessionId = sessionFor(c.req.raw, model, service);
     const run = await startRun(service, submissionFor(model, req.input), signal);
     const meter = meterOf(c);
     const session = sessionHeaders(req.input.sessionId);
