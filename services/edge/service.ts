@@ -301,7 +301,12 @@ export class EdgeService implements OpsGateway {
     });
     if (options.signal) {
       const signal = options.signal;
-      const onAbort = () => this.cancelRun(runId, "client went away");
+      // An abort that says why (a command deadline) gives the node that reason.
+      const onAbort = () =>
+        this.cancelRun(
+          runId,
+          signal.reason instanceof IopError ? signal.reason.message : "client went away",
+        );
       signal.addEventListener("abort", onAbort, { once: true });
       void run.done.then(() => signal.removeEventListener("abort", onAbort));
     }

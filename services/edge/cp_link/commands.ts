@@ -49,14 +49,13 @@ export async function executeWithDeadline(
 ): Promise<EdgeCommandResult> {
   if (req.timeoutMs === 0) return await executeCommand(req, deps);
   const deadline = new AbortController();
-  const runs = new Set<string>();
+  let lastRunId = "";
   let settleTimer: ReturnType<typeof setTimeout> | undefined;
   let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   const gaveUp = new Promise<undefined>((resolve) => {
     deadlineTimer = setTimeout(() => {
-      const reason = `command deadline of ${req.timeoutMs} ms passed`;
-      for (const runId of runs) deps.service.cancelRun(runId, reason);
-      deadline.abort(new IopError("TIMEOUT", reason));
+      // The runs it started listen to this signal and are cancelled with its reason.
+      deadline.abort(new IopError("TIMEOUT", `command deadline of ${req.timeoutMs} ms passed`));
       settleTimer = setTimeout(resolve, deps.cancelSettleMs ?? CANCEL_SETTLE_MS, undefined);
     }, req.timeoutMs);
   });
@@ -64,7 +63,7 @@ export async function executeWithDeadline(
     ...deps,
     signal: AbortSignal.any([deps.signal, deadline.signal]),
     onProgress: (p) => {
-      if (p.runId) runs.add(p.runId);
+      if (p.runId) lastRunId = p.runId;
       deps.onProgress(p);
     },
   });
@@ -73,7 +72,9 @@ export async function executeWithDeadline(
   clearTimeout(settleTimer);
   const cutShort = result === undefined || result.status === "cancelled" ||
     result.error?.code === "CANCELLED";
-  if (!deadline.signal.aborted || deps.signal.aborted || !cutShort) return result!;
+  if (result !== undefined && (!deadline.signal.aborted || deps.signal.aborted || !cutShort)) {
+    return result;
+  }
   const stopped = result !== undefined;
   const message = `Cannot finish the command within its deadline of ${req.timeoutMs} ms: ` +
     (stopped
@@ -86,7 +87,7 @@ export async function executeWithDeadline(
     status: "failed",
     summary: result?.summary ? `${result.summary}\n${message}` : message,
     error: { code: "TIMEOUT", message, retryable: false },
-    runId: result?.runId ?? [...runs].at(-1) ?? "",
+    runId: result?.runId || lastRunId,
     nodeId: result?.nodeId ?? "",
     durationMs: result?.durationMs ?? BigInt(req.timeoutMs),
   });
