@@ -69,7 +69,6 @@ export function createA2aSurface(options: A2aSurfaceOptions): A2aSurface {
         agent,
         tasks: options.tasks,
         logger: options.logger,
-        maxBodyBytes: options.config().http.maxBodyBytes,
       });
     },
   };

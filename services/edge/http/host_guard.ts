@@ -44,11 +44,20 @@ export function allowedHostEntries(config: HostGuardConfig): string[] {
   return entries;
 }
 
+/** The allow-list of each config snapshot (a reload makes a new one), built on first use. */
+const entriesByConfig = new WeakMap<HostGuardConfig, string[]>();
+
+function entriesOf(config: HostGuardConfig): string[] {
+  let entries = entriesByConfig.get(config);
+  if (!entries) entriesByConfig.set(config, entries = allowedHostEntries(config));
+  return entries;
+}
+
 /** Whether a request's `Host` value is one this Edge answers to. */
 export function isHostAllowed(host: string, config: HostGuardConfig): boolean {
   const parsed = parseHost(host.trim().toLowerCase());
   if (!parsed) return false;
-  const entries = allowedHostEntries(config);
+  const entries = entriesOf(config);
   if (entries.includes("*")) return true;
   const withPort = `${parsed.hostname}:${parsed.port}`;
   if (entries.some((e) => e === parsed.hostname || e === withPort)) return true;

@@ -40,8 +40,3 @@ export function submissionFor(
   if (model.route === "pool") return { ...input, adapter: "", target: "", modelGroup: model.group };
   return { ...input, adapter: model.adapter, target: model.target };
 }
-
-/** The public model names this Edge serves, in config order (aliases are not listed). */
-export function publicModels(config: EdgeConfig): string[] {
-  return config.models.map((m) => m.name);
-}
