@@ -14,6 +14,7 @@ import { startEdgeClient } from "../services/node/transport/edge_client.ts";
 import type { ResourceStatus } from "../services/edge/ports.ts";
 import { adapterFactories, policyFor, startEdge, type TestEdge } from "./stack.ts";
 import { dialTlsOf } from "./tls_fixture.ts";
+import { until } from "./util.ts";
 
 /** Starts the edge's first node as main.ts wires it: with a health monitor probing every 50 ms. */
 async function startMonitoredNode(edge: TestEdge) {
@@ -63,15 +64,6 @@ async function startMonitoredNode(edge: TestEdge) {
     [Symbol.asyncDispose]: stop,
   });
   return { health, client };
-}
-
-/** Polls `check` every 20 ms until it returns true, failing after `ms`. */
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 5_000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function resource(edge: TestEdge, id: string): ResourceStatus {

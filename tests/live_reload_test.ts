@@ -17,6 +17,7 @@ import { testCpConfig, testEdgeCredential } from "./cp_harness.ts";
 import { quiet, type RawConfig, startEdge, startNode } from "./stack.ts";
 import { dialTlsConfig } from "./tls_fixture.ts";
 import { until } from "./util.ts";
+import { collect } from "./model_path_helpers.ts";
 
 /** One node with a mock adapter of `tokens` tokens and a CLI adapter with `profiles`. */
 function edgeConfig(tokens: number, profiles: string[], tokenDelayMs = 1): RawConfig {
@@ -53,15 +54,10 @@ async function writeConfig(file: string, raw: RawConfig): Promise<void> {
   await Deno.writeTextFile(file, JSON.stringify(raw, null, 2));
 }
 
-/** The run's output deltas and its terminal event. */
+/** The run's output deltas and its terminal event (failing, not hanging, past 20 s). */
 async function outcome(run: RunHandle): Promise<{ deltas: string[]; terminal: RunEvent }> {
-  const deltas: string[] = [];
-  let terminal: RunEvent | undefined;
-  for await (const event of run.events()) {
-    if (event.type === "output") deltas.push(event.text);
-    terminal = event;
-  }
-  return { deltas, terminal: terminal! };
+  const { events, terminal } = await collect(run, () => {}, 20_000);
+  return { deltas: events.flatMap((e) => e.type === "output" ? [e.text] : []), terminal };
 }
 
 async function reload(service: EdgeService): Promise<string> {
