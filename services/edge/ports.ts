@@ -184,6 +184,7 @@ export type EdgeEvent =
   & (
     | { type: "node_registered"; nodeId: string; alias: string; version: string }
     | { type: "node_disconnected"; nodeId: string; reason: string }
+    | { type: "node_drain_changed"; nodeId: string; draining: boolean }
     | { type: "node_refused"; remote: string; reason: string }
     | {
       type: "node_config_applied";

@@ -357,6 +357,12 @@ export class EdgeService implements OpsGateway {
     if (!session) return false;
     session.draining = draining;
     if (!draining) this.pools.admitWaiting();
+    this.#bus.publish({
+      type: "node_drain_changed",
+      atMs: this.#now(),
+      nodeId: session.id,
+      draining,
+    });
     return true;
   }
 

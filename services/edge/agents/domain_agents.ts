@@ -28,6 +28,7 @@ export type AgentState = "ready" | "busy" | "error" | "unavailable";
 const REACHABILITY_EVENTS: ReadonlySet<EdgeEvent["type"]> = new Set([
   "node_registered",
   "node_disconnected",
+  "node_drain_changed",
   "node_config_applied",
   "adapter_health",
   "config_reloaded",
@@ -80,9 +81,8 @@ export class DomainAgents {
     this.#now = options.now ?? Date.now;
     service.subscribe((event) => {
       if (!REACHABILITY_EVENTS.has(event.type)) return;
+      // Publishers change the session before they publish, so it is current here.
       this.refresh();
-      // Whoever published may update the session (e.g. its adapter health) right after.
-      queueMicrotask(() => this.refresh());
     });
     this.refresh();
   }

@@ -75,11 +75,9 @@ Deno.test("a draining node, a refused adapter or an unhealthy one makes the agen
   const session = connect();
 
   service.drainNode("n1", true);
-  agents.refresh();
   assert.equal(state().state, "unavailable");
   assert.equal(state().detail, "build cannot run: node n1 is draining");
   service.drainNode("n1", false);
-  agents.refresh();
   assert.equal(state().state, "ready");
 
   service.nodeAdaptersApplied(session, [], { cli: "policy forbids kind 'cli'" });
@@ -90,17 +88,7 @@ Deno.test("a draining node, a refused adapter or an unhealthy one makes the agen
   service.nodeAdaptersApplied(session, ["cli"], {});
   assert.equal(state().state, "ready");
 
-  // The health monitor updates the session after publishing: the agent looks again after that.
-  service.publish({
-    type: "adapter_health",
-    atMs: 0,
-    nodeId: "n1",
-    adapter: "cli",
-    healthy: false,
-    detail: "sh not found",
-  });
-  session.adapterHealth = new Map([["cli", { healthy: false, detail: "sh not found" }]]);
-  await Promise.resolve();
+  service.nodeAdapterHealth(session, "cli", false, "sh not found");
   assert.equal(
     state().detail,
     "build cannot run: node n1 reports adapter 'cli' unhealthy: sh not found",

@@ -223,8 +223,6 @@ export class OpsConsole {
       this.#out(`no connected node '${node}'\n`);
       return;
     }
-    // Draining publishes no event; an agent whose only node it was is now unavailable.
-    this.#agents?.refresh();
     this.#out(
       draining
         ? `node ${node} draining: no new runs; runs in flight finish\n`

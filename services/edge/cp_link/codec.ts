@@ -85,6 +85,12 @@ export function toRelayedEvent(event: EdgeEvent): RelayedEvent | undefined {
       return node(event.nodeId, "registered", `version ${event.version}`);
     case "node_disconnected":
       return node(event.nodeId, "disconnected", event.reason);
+    case "node_drain_changed":
+      return node(
+        event.nodeId,
+        event.draining ? "draining" : "undrained",
+        event.draining ? "no new runs" : "accepting runs",
+      );
     case "node_config_applied":
       return node(event.nodeId, "adapters_applied", appliedDetail(event.adapters, event.rejected));
     case "adapter_health":

@@ -141,8 +141,6 @@ export async function executeCommand(
         if (!deps.service.drainNode(node, draining)) {
           throw new IopError("NOT_FOUND", `Cannot drain node '${node}' as it is not connected`);
         }
-        // Draining publishes no event; agents whose only node it was turn unavailable now.
-        deps.agents.refresh();
         return result("succeeded", `node ${node} ${draining ? "draining" : "accepting runs"}`, {
           nodeId: node,
         });
