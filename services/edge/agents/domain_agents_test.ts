@@ -70,8 +70,8 @@ Deno.test("an agent is unavailable until a node offering its command connects, a
   assert.equal(changes.length, 3, "each change is published once");
 });
 
-Deno.test("a draining node, a refused adapter or an unhealthy one makes the agent unavailable naming why", async () => {
-  const { service, agents, connect, state } = setup();
+Deno.test("a draining node, a refused adapter or an unhealthy one makes the agent unavailable naming why", () => {
+  const { service, connect, state } = setup();
   const session = connect();
 
   service.drainNode("n1", true);
