@@ -39,6 +39,29 @@ export interface Sampling {
   extra?: Record<string, unknown>;
 }
 
+/**
+ * A constraint on the answer's text the backend must enforce (OpenAI's `response_format`,
+ * the Responses API's `text.format`, Ollama's `format`); absent on a run = free text.
+ */
+export type OutputFormat =
+  | { type: "json_object" }
+  | {
+    type: "json_schema";
+    /** OpenAI requires one; surfaces without it (Ollama) use "response". */
+    name: string;
+    description?: string;
+    /** The JSON Schema; absent = any JSON the name and description describe. */
+    schema?: Record<string, unknown>;
+    /** OpenAI's strict adherence; absent = the backend's default. */
+    strict?: boolean;
+  };
+
+/**
+ * Which tools the model may or must call: it decides (`auto`), calls none, calls at least one
+ * (`required`), or calls the function named; absent on a run = the backend's default.
+ */
+export type ToolChoice = "auto" | "none" | "required" | { function: string };
+
 /** Token counts of one run. */
 export interface Usage {
   inputTokens: number;
@@ -72,6 +95,12 @@ export interface RunInput {
    * ask its backend for it in one piece; absent or false streams deltas as they come.
    */
   wholeAnswer?: boolean;
+  /** How the answer must be shaped; absent = free text. */
+  outputFormat?: OutputFormat;
+  /** Which tools the model may or must call; absent = the backend's default. */
+  toolChoice?: ToolChoice;
+  /** Whether the model may call several tools in one turn; absent = the backend's default. */
+  parallelToolCalls?: boolean;
 }
 
 /**

@@ -12,6 +12,8 @@ import {
 import {
   type ChatMessage as WireChatMessage,
   ChatMessageSchema,
+  type OutputFormat as WireOutputFormat,
+  OutputFormatSchema,
   type RunEvent as WireRunEvent,
   RunEventSchema,
   type RunRequest,
@@ -20,16 +22,21 @@ import {
   SamplingOptionsSchema,
   type ToolCall as WireToolCall,
   ToolCallSchema,
+  type ToolChoice as WireToolChoice,
+  ToolChoiceMode,
+  ToolChoiceSchema,
   ToolDefinitionSchema,
 } from "../proto/gen/iop/v1/node_pb.ts";
 import { IopError, isErrorCode } from "./errors.ts";
 import type {
   ChatMessage,
   FinishReason,
+  OutputFormat,
   RunEvent,
   RunInput,
   Sampling,
   ToolCall,
+  ToolChoice,
   Usage,
 } from "./run.ts";
 
@@ -56,6 +63,11 @@ export function toRunRequest(runId: string, input: RunInput): RunRequest {
     metadata: input.metadata,
     timeoutMs: input.timeoutMs,
     wholeAnswer: input.wholeAnswer ?? false,
+    ...(input.outputFormat ? { outputFormat: toWireOutputFormat(input.outputFormat) } : {}),
+    ...(input.toolChoice ? { toolChoice: toWireToolChoice(input.toolChoice) } : {}),
+    ...(input.parallelToolCalls !== undefined
+      ? { parallelToolCalls: input.parallelToolCalls }
+      : {}),
   });
 }
 
@@ -79,7 +91,93 @@ export function fromRunRequest(req: RunRequest): RunInput {
     metadata: { ...req.metadata },
     timeoutMs: req.timeoutMs,
     ...(req.wholeAnswer ? { wholeAnswer: true } : {}),
+    ...outputFormatField(req.outputFormat),
+    ...toolChoiceField(req.toolChoice),
+    ...(req.parallelToolCalls !== undefined ? { parallelToolCalls: req.parallelToolCalls } : {}),
   };
+}
+
+function toWireOutputFormat(f: OutputFormat): WireOutputFormat {
+  switch (f.type) {
+    case "json_object":
+      return create(OutputFormatSchema, { format: { case: "jsonObject", value: {} } });
+    case "json_schema":
+      return create(OutputFormatSchema, {
+        format: {
+          case: "jsonSchema",
+          value: {
+            name: f.name,
+            description: f.description ?? "",
+            schemaJson: f.schema ? JSON.stringify(f.schema) : "",
+            ...(f.strict !== undefined ? { strict: f.strict } : {}),
+          },
+        },
+      });
+  }
+}
+
+/**
+ * The run's output format; a format of a case this build does not know is refused rather
+ * than dropped, since a client relies on the answer's shape.
+ */
+function outputFormatField(f: WireOutputFormat | undefined): Pick<RunInput, "outputFormat"> {
+  if (!f) return {};
+  const v = f.format;
+  switch (v.case) {
+    case "jsonObject":
+      return { outputFormat: { type: "json_object" } };
+    case "jsonSchema": {
+      const out: OutputFormat = { type: "json_schema", name: v.value.name };
+      if (v.value.description) out.description = v.value.description;
+      if (v.value.schemaJson) {
+        out.schema = parseObject(v.value.schemaJson, "output format schema");
+      }
+      if (v.value.strict !== undefined) out.strict = v.value.strict;
+      return { outputFormat: out };
+    }
+    case undefined:
+      throw new IopError("INVALID_ARGUMENT", "Cannot run as the output format has no known kind");
+  }
+}
+
+const MODES = {
+  auto: ToolChoiceMode.AUTO,
+  none: ToolChoiceMode.NONE,
+  required: ToolChoiceMode.REQUIRED,
+} as const;
+
+function toWireToolChoice(c: ToolChoice): WireToolChoice {
+  return create(ToolChoiceSchema, {
+    choice: typeof c === "string"
+      ? { case: "mode", value: MODES[c] }
+      : { case: "functionName", value: c.function },
+  });
+}
+
+/** The run's tool choice; like the output format, an unknown one is refused, not dropped. */
+function toolChoiceField(c: WireToolChoice | undefined): Pick<RunInput, "toolChoice"> {
+  if (!c) return {};
+  const v = c.choice;
+  const unknown = () =>
+    new IopError("INVALID_ARGUMENT", "Cannot run as the tool choice has no known value");
+  switch (v.case) {
+    case "mode":
+      switch (v.value) {
+        case ToolChoiceMode.AUTO:
+          return { toolChoice: "auto" };
+        case ToolChoiceMode.NONE:
+          return { toolChoice: "none" };
+        case ToolChoiceMode.REQUIRED:
+          return { toolChoice: "required" };
+        default:
+          throw unknown();
+      }
+    case "functionName":
+      if (v.value === "") throw unknown();
+      return { toolChoice: { function: v.value } };
+    case undefined:
+      throw unknown();
+  }
 }
 
 function toWireMessage(m: ChatMessage): WireChatMessage {

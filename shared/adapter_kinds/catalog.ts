@@ -4,9 +4,9 @@
  * @module
  */
 import { cliKind, type CliSettings } from "./cli.ts";
-import { httpModelKind, type HttpModelSettings } from "./http_model.ts";
-import type { AdapterKind } from "./kind.ts";
-import { mockKind, type MockSettings } from "./mock.ts";
+import { httpModelFeatures, httpModelKind, type HttpModelSettings } from "./http_model.ts";
+import type { AdapterKind, KindFeatures } from "./kind.ts";
+import { mockFeatures, mockKind, type MockSettings } from "./mock.ts";
 
 /** The settings type of each kind. */
 export interface AdapterSettingsByKind {
@@ -41,4 +41,28 @@ export function adapterKind(kind: string): AdapterKind<string, unknown> | undefi
   return Object.hasOwn(KINDS, kind)
     ? KINDS[kind as AdapterKindName] as AdapterKind<string, unknown>
     : undefined;
+}
+
+/**
+ * A CLI profile's output is its program's; it calls no tools, so it honours `tool_choice`
+ * `auto` and `none` and one call per turn, and cannot constrain its output to JSON. (Kept here,
+ * beside the other kinds' entries, so the CLI kind's module stays about profiles.)
+ */
+const cliFeatures: KindFeatures = {
+  outputFormats: [],
+  toolChoices: ["auto", "none"],
+  singleToolCall: true,
+  toolResultsById: false,
+  samplingExtras: {},
+};
+
+const FEATURES: Record<AdapterKindName, KindFeatures> = {
+  mock: mockFeatures,
+  cli: cliFeatures,
+  ...httpModelFeatures,
+};
+
+/** What runs of a known kind can ask of its backend; undefined for an unknown kind. */
+export function kindFeatures(kind: string): KindFeatures | undefined {
+  return Object.hasOwn(FEATURES, kind) ? FEATURES[kind as AdapterKindName] : undefined;
 }

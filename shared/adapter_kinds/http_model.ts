@@ -11,7 +11,7 @@
  * @module
  */
 import type { ConfigReader } from "../config.ts";
-import type { AdapterKind } from "./kind.ts";
+import type { AdapterKind, KindFeatures } from "./kind.ts";
 
 /** Settings of adapters that talk to a model server over HTTP. */
 export interface HttpModelSettings {
@@ -49,6 +49,55 @@ export const httpModelKind: AdapterKind<"ollama" | "vllm" | "openai_compat", Htt
     idle_timeout_ms: s.idleTimeoutMs,
     models: s.models,
   }),
+};
+
+/** OpenAI's own sampling extras, under their own names. */
+const OPENAI_EXTRAS = {
+  presence_penalty: "presence_penalty",
+  frequency_penalty: "frequency_penalty",
+};
+
+/**
+ * What each model-server kind honours. Ollama: `format` ("json" or a schema); it has no
+ * `tool_choice`, so only `auto` (its behaviour) and `none` (tools are then not sent) hold, and
+ * it cannot be held to one call. OpenAI-compatible servers and vLLM take `response_format`,
+ * `tool_choice` and `parallel_tool_calls` as OpenAI defines them and need tool results by id;
+ * vLLM also reads `top_k`, `min_p` and `repetition_penalty` (Ollama's `repeat_penalty`).
+ */
+export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", KindFeatures> = {
+  ollama: {
+    outputFormats: ["json_object", "json_schema"],
+    toolChoices: ["auto", "none"],
+    singleToolCall: false,
+    toolResultsById: false,
+    samplingExtras: {
+      ...OPENAI_EXTRAS,
+      top_k: "top_k",
+      min_p: "min_p",
+      repeat_penalty: "repeat_penalty",
+      num_ctx: "num_ctx",
+    },
+  },
+  vllm: {
+    outputFormats: ["json_object", "json_schema"],
+    toolChoices: ["auto", "none", "required", "function"],
+    singleToolCall: true,
+    toolResultsById: true,
+    samplingExtras: {
+      ...OPENAI_EXTRAS,
+      top_k: "top_k",
+      min_p: "min_p",
+      repeat_penalty: "repetition_penalty",
+      repetition_penalty: "repetition_penalty",
+    },
+  },
+  openai_compat: {
+    outputFormats: ["json_object", "json_schema"],
+    toolChoices: ["auto", "none", "required", "function"],
+    singleToolCall: true,
+    toolResultsById: true,
+    samplingExtras: OPENAI_EXTRAS,
+  },
 };
 
 /** `base_url`, refused when it carries a user name or password (which would then be shown). */

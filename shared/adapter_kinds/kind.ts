@@ -15,3 +15,25 @@ export interface AdapterKind<Kind extends string, Settings> {
   /** The settings in the form `parse` reads (the config file's keys). */
   toConfig(settings: Settings): Record<string, unknown>;
 }
+
+/**
+ * What runs of a kind can ask of its backend beyond messages and plain sampling, so that the
+ * Edge refuses a request the backend cannot honour instead of letting it be dropped. Flat and
+ * documented like a Node adapter's capabilities (`shared/adapter_kinds/features.ts` checks a
+ * run against it).
+ */
+export interface KindFeatures {
+  /** Output formats the backend enforces (empty: it cannot constrain its answer to JSON). */
+  readonly outputFormats: readonly ("json_object" | "json_schema")[];
+  /** `tool_choice` values it honours; `function` = a named function. */
+  readonly toolChoices: readonly ("auto" | "none" | "required" | "function")[];
+  /** Whether `parallel_tool_calls: false` (at most one call per turn) is honoured. */
+  readonly singleToolCall: boolean;
+  /** Whether a tool result must carry the id of the call it answers (OpenAI's tool_call_id). */
+  readonly toolResultsById: boolean;
+  /**
+   * The `sampling.extra` keys it takes (the Ollama option names the surfaces use), each mapped
+   * to the name its backend reads; any other extra is dropped with a warning, never sent raw.
+   */
+  readonly samplingExtras: Readonly<Record<string, string>>;
+}

@@ -4,7 +4,7 @@
  * never fail), `fail_retryable` (false). Run metadata `mock.*` may override each per run.
  * @module
  */
-import type { AdapterKind } from "./kind.ts";
+import type { AdapterKind, KindFeatures } from "./kind.ts";
 
 /** Knobs of the deterministic mock adapter. */
 export interface MockSettings {
@@ -33,4 +33,16 @@ export const mockKind: AdapterKind<"mock", MockSettings> = {
     fail_with: s.failWith,
     fail_retryable: s.failRetryable,
   }),
+};
+
+/**
+ * The mock echoes words and never calls tools: it honours `tool_choice` `auto` and `none` and
+ * one call per turn trivially, and refuses JSON output formats rather than fake them.
+ */
+export const mockFeatures: KindFeatures = {
+  outputFormats: [],
+  toolChoices: ["auto", "none"],
+  singleToolCall: true,
+  toolResultsById: false,
+  samplingExtras: {},
 };

@@ -11,6 +11,8 @@
  * @module
  */
 import { IopError, isErrorCode } from "../../../shared/errors.ts";
+import { unhonoured } from "../../../shared/adapter_kinds/features.ts";
+import { mockFeatures } from "../../../shared/adapter_kinds/mock.ts";
 import { probeMock } from "./health.ts";
 import { effectivePrompt } from "./prompt.ts";
 import type {
@@ -160,6 +162,11 @@ export function createMockAdapter(
       { signal }: ExecuteOptions,
     ): Promise<ExecutionResult> {
       if (signal.aborted) throw signal.reason;
+      // Echoed words are not JSON and the mock calls no tools: refuse rather than fake it.
+      const gap = unhonoured(mockFeatures, spec);
+      if (gap) {
+        throw new IopError("INVALID_ARGUMENT", `Cannot run as ${gap.field}: mock ${gap.reason}`);
+      }
       const k = knobs(settings, spec.metadata);
       const prompt = effectivePrompt(spec);
       const maxTokens = spec.sampling.maxTokens;

@@ -197,3 +197,31 @@ Deno.test("mockAdapterFactory builds a named mock and refuses other kinds", () =
     TypeError,
   );
 });
+
+Deno.test("mock refuses a JSON output format and a forced tool call instead of faking them", async () => {
+  const adapter = createMockAdapter("mock", settings);
+  const sink = recorder();
+  await assert.rejects(
+    adapter.execute(specFor({ prompt: "hi", outputFormat: { type: "json_object" } }), sink, run),
+    {
+      name: "IopError",
+      code: "INVALID_ARGUMENT",
+      message: "Cannot run as output_format: mock cannot constrain output to JSON",
+    },
+  );
+  await assert.rejects(
+    adapter.execute(specFor({ prompt: "hi", toolChoice: "required" }), sink, run),
+    {
+      code: "INVALID_ARGUMENT",
+      message: "Cannot run as tool_choice: mock cannot force a tool call",
+    },
+  );
+  assert.deepEqual(sink.deltas, []);
+  // What it can honour still runs: it never calls tools anyway.
+  await adapter.execute(
+    specFor({ prompt: "hi", toolChoice: "none", parallelToolCalls: false }),
+    sink,
+    run,
+  );
+  assert.equal(sink.deltas.join(""), mockAnswer("hi", settings.tokens));
+});

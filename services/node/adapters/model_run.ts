@@ -5,6 +5,8 @@
  * @module
  */
 import { IopError, toIopError } from "../../../shared/errors.ts";
+import { unhonoured } from "../../../shared/adapter_kinds/features.ts";
+import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
 import type { Logger } from "../../../shared/log.ts";
 import type { ExecutionResult, ExecutionSpec, HttpModelSettings } from "../ports.ts";
 import type { AdapterMetrics } from "./adapter_metrics.ts";
@@ -86,4 +88,18 @@ export function apiKeyOf(settings: HttpModelSettings): string {
 /** The base URL without trailing slashes. */
 export function baseOf(settings: HttpModelSettings): string {
   return settings.baseUrl.replace(/\/+$/, "");
+}
+
+/**
+ * Refuses a run this kind cannot honour (the Edge checks first; this holds for any other
+ * caller) as INVALID_ARGUMENT, not retryable.
+ */
+export function refuseUnhonoured(
+  kind: string,
+  features: KindFeatures,
+  spec: ExecutionSpec,
+): void {
+  const gap = unhonoured(features, spec);
+  if (!gap) return;
+  throw new IopError("INVALID_ARGUMENT", `Cannot run as ${gap.field}: ${kind} ${gap.reason}`);
 }

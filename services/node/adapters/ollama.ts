@@ -5,7 +5,10 @@
  * @module
  */
 import { IopError } from "../../../shared/errors.ts";
-import { createLogger } from "../../../shared/log.ts";
+import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
+import { httpModelFeatures } from "../../../shared/adapter_kinds/http_model.ts";
+import { createLogger, type Logger } from "../../../shared/log.ts";
+import type { OutputFormat } from "../../../shared/run.ts";
 import type {
   Adapter,
   Capabilities,
@@ -19,7 +22,15 @@ import type {
 import { probeOllama } from "./health.ts";
 import { Http1Client } from "./http1_client.ts";
 import { LineDecoder, postJson, readBody, readJson, type RequestGuard } from "./http_stream.ts";
-import { baseOf, guardedRun, type ModelAdapterOptions, type RunContext } from "./model_run.ts";
+import {
+  baseOf,
+  guardedRun,
+  type ModelAdapterOptions,
+  refuseUnhonoured,
+  type RunContext,
+} from "./model_run.ts";
+
+const FEATURES = httpModelFeatures.ollama;
 
 /** One object of Ollama's chat or generate answer (a stream line or the whole answer). */
 interface OllamaChunk {
@@ -46,7 +57,11 @@ function parseArguments(text: string): unknown {
   }
 }
 
-function ollamaMessage(m: ChatMessage): Record<string, unknown> {
+/**
+ * A chat message in Ollama's shape. A tool result names its tool (`tool_name`); one that came
+ * with only the id of the call it answers (an OpenAI client) takes the name of that call.
+ */
+function ollamaMessage(m: ChatMessage, callNames: Map<string, string>): Record<string, unknown> {
   const out: Record<string, unknown> = {
     role: m.role === "developer" ? "system" : m.role,
     content: m.content,
@@ -56,12 +71,36 @@ function ollamaMessage(m: ChatMessage): Record<string, unknown> {
       function: { name: c.name, arguments: parseArguments(c.arguments) },
     }));
   }
-  if (m.role === "tool" && m.name) out.tool_name = m.name;
+  if (m.role === "tool") {
+    const name = m.name || (m.toolCallId ? callNames.get(m.toolCallId) : undefined);
+    if (name) out.tool_name = name;
+  }
   return out;
 }
 
-/** The request body and endpoint for `spec`: chat when there are messages, else generate. */
-function requestFor(spec: ExecutionSpec, stream: boolean): { path: string; body: object } {
+/** The names of the tool calls in `messages`, by call id. */
+function toolCallNames(messages: ChatMessage[]): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const m of messages) for (const c of m.toolCalls ?? []) if (c.id) names.set(c.id, c.name);
+  return names;
+}
+
+/** Ollama's `format`: "json", or the JSON Schema the answer must match. */
+function formatOf(f: OutputFormat): unknown {
+  return f.type === "json_schema" && f.schema ? f.schema : "json";
+}
+
+/**
+ * The request body and endpoint for `spec`: chat when there are messages, else generate.
+ * `sampling.extra` goes into `options` only under Ollama's names; other extras are dropped with
+ * a warning. Tool choice `none` is honoured by not offering the tools (Ollama has no
+ * `tool_choice`; what it cannot honour was refused before).
+ */
+function requestFor(
+  spec: ExecutionSpec,
+  stream: boolean,
+  log: Logger,
+): { path: string; body: object } {
   const s = spec.sampling;
   const options: Record<string, unknown> = {};
   if (s.temperature !== undefined) options.temperature = s.temperature;
@@ -69,20 +108,29 @@ function requestFor(spec: ExecutionSpec, stream: boolean): { path: string; body:
   if (s.maxTokens !== undefined) options.num_predict = s.maxTokens;
   if (s.stop?.length) options.stop = s.stop;
   if (s.seed !== undefined) options.seed = s.seed;
-  Object.assign(options, s.extra ?? {});
+  if (s.extra) {
+    const { extras, dropped } = backendExtras(FEATURES, s.extra);
+    if (dropped.length > 0) {
+      log.warn("sampling options dropped", { run_id: spec.runId, options: dropped.join(",") });
+    }
+    for (const [key, value] of Object.entries(extras)) if (!(key in options)) options[key] = value;
+  }
+  const format = spec.outputFormat ? { format: formatOf(spec.outputFormat) } : {};
   if (spec.messages.length === 0) {
     return {
       path: "/api/generate",
-      body: { model: spec.target, prompt: spec.prompt, stream, options },
+      body: { model: spec.target, prompt: spec.prompt, stream, options, ...format },
     };
   }
+  const names = toolCallNames(spec.messages);
   const body: Record<string, unknown> = {
     model: spec.target,
-    messages: spec.messages.map(ollamaMessage),
+    messages: spec.messages.map((m) => ollamaMessage(m, names)),
     stream,
     options,
+    ...format,
   };
-  if (spec.tools.length) {
+  if (spec.tools.length && spec.toolChoice !== "none") {
     body.tools = spec.tools.map((t) => ({
       type: "function",
       function: { name: t.name, description: t.description, parameters: t.parameters },
@@ -160,8 +208,9 @@ export function createOllamaAdapter(
   const client = new Http1Client();
   const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
     guardedRun(ctx, spec, settings, signal, async (guard) => {
+      refuseUnhonoured("ollama", FEATURES, spec);
       const stream = spec.wholeAnswer !== true;
-      const { path, body } = requestFor(spec, stream);
+      const { path, body } = requestFor(spec, stream, ctx.logger);
       const url = base + path;
       const res = await postJson(url, body, guard, { client });
       const reader = new ChunkReader(sink, guard);

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createLogger } from "../../../shared/log.ts";
 import { startFakeOllama } from "../../../shared/testing/fake_ollama.ts";
 import { recordingSink, specFor } from "./contract_case.ts";
 import { httpAdapterCases, never, rejectsWith, settingsFor } from "./http_adapter_cases.ts";
@@ -181,4 +182,95 @@ Deno.test("ollama capabilities list the installed models and the server version"
   assert.equal(caps.healthy, true);
   assert.equal(caps.streaming && caps.tools && !caps.sessions, true);
   assert.match(caps.detail, /0\.9\.0/);
+});
+
+Deno.test('ollama sends an output format as format: "json" or the schema, on chat and generate', async () => {
+  await using fake = startFakeOllama();
+  const adapter = createOllamaAdapter("ollama", settingsFor(fake.url));
+  const schema = { type: "object", properties: { n: { type: "integer" } } };
+  const run = (partial: Parameters<typeof specFor>[0]) =>
+    adapter.execute(chat(partial), recordingSink(), { signal: never() });
+  await run({ outputFormat: { type: "json_object" } });
+  await run({ outputFormat: { type: "json_schema", name: "response", schema, strict: true } });
+  await run({ messages: [], prompt: "hi", outputFormat: { type: "json_object" } });
+  await run({});
+  const bodies = fake.requests.map((r) => r.body as Record<string, unknown>);
+  assert.deepEqual(bodies.map((b) => b.format), ["json", schema, "json", undefined]);
+  assert.equal(fake.requests[2]!.path, "/api/generate");
+  assert.ok(!("format" in bodies[3]!));
+});
+
+Deno.test("ollama honours tool_choice none by not offering the tools, and refuses required", async () => {
+  await using fake = startFakeOllama();
+  const adapter = createOllamaAdapter("ollama", settingsFor(fake.url));
+  const tools = [{ name: "f", description: "", parameters: { type: "object" } }];
+  await adapter.execute(chat({ tools, toolChoice: "none" }), recordingSink(), {
+    signal: never(),
+  });
+  await adapter.execute(chat({ tools, toolChoice: "auto" }), recordingSink(), {
+    signal: never(),
+  });
+  const [none, auto] = fake.requests.map((r) => r.body as Record<string, unknown>);
+  assert.ok(!("tools" in none!));
+  assert.equal((auto!.tools as unknown[]).length, 1);
+  for (const toolChoice of ["required", { function: "f" }] as const) {
+    await assert.rejects(
+      adapter.execute(chat({ tools, toolChoice }), recordingSink(), { signal: never() }),
+      { name: "IopError", code: "INVALID_ARGUMENT", message: /^Cannot run as tool_choice: ollama/ },
+    );
+  }
+  await assert.rejects(
+    adapter.execute(chat({ tools, parallelToolCalls: false }), recordingSink(), {
+      signal: never(),
+    }),
+    { code: "INVALID_ARGUMENT", message: /parallel_tool_calls: ollama cannot limit/ },
+  );
+  assert.equal(fake.requests.length, 2);
+});
+
+Deno.test("ollama names a tool result by the call it answers when it carries only the call id", async () => {
+  await using fake = startFakeOllama();
+  const adapter = createOllamaAdapter("ollama", settingsFor(fake.url));
+  await adapter.execute(
+    chat({
+      messages: [
+        { role: "user", content: "weather?" },
+        {
+          role: "assistant",
+          content: "",
+          toolCalls: [{ index: 0, id: "call_9", name: "get_weather", arguments: '{"c":"Oslo"}' }],
+        },
+        { role: "tool", content: "sunny", toolCallId: "call_9" },
+      ],
+    }),
+    recordingSink(),
+    { signal: never() },
+  );
+  const messages = (fake.requests[0]!.body as { messages: Record<string, unknown>[] }).messages;
+  assert.deepEqual(messages[1]!.tool_calls, [
+    { function: { name: "get_weather", arguments: { c: "Oslo" } } },
+  ]);
+  assert.deepEqual(messages[2], { role: "tool", content: "sunny", tool_name: "get_weather" });
+});
+
+Deno.test("ollama keeps its own options from sampling.extra and never lets one replace a mapped field", async () => {
+  await using fake = startFakeOllama();
+  const adapter = createOllamaAdapter("ollama", settingsFor(fake.url), {
+    logger: createLogger("test", { writer: () => {} }),
+  });
+  await adapter.execute(
+    chat({
+      sampling: {
+        temperature: 0.1,
+        extra: { num_ctx: 4096, repeat_penalty: 1.1, temperature: 2, repetition_penalty: 1 },
+      },
+    }),
+    recordingSink(),
+    { signal: never() },
+  );
+  assert.deepEqual((fake.requests[0]!.body as Record<string, unknown>).options, {
+    temperature: 0.1,
+    num_ctx: 4096,
+    repeat_penalty: 1.1,
+  });
 });

@@ -6,7 +6,11 @@
  * @module
  */
 import { IopError } from "../../../shared/errors.ts";
-import { createLogger } from "../../../shared/log.ts";
+import { httpModelFeatures } from "../../../shared/adapter_kinds/http_model.ts";
+import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
+import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
+import { createLogger, type Logger } from "../../../shared/log.ts";
+import type { OutputFormat, ToolChoice } from "../../../shared/run.ts";
 import type {
   Adapter,
   Capabilities,
@@ -31,6 +35,7 @@ import {
   baseOf,
   guardedRun,
   type ModelAdapterOptions,
+  refuseUnhonoured,
   type RunContext,
 } from "./model_run.ts";
 
@@ -74,8 +79,33 @@ function wireMessage(m: ChatMessage): Record<string, unknown> {
   return out;
 }
 
-/** The request body for `spec`; `sampling.extra` (e.g. vLLM's `top_k`) goes in as is. */
-function requestBody(spec: ExecutionSpec, stream: boolean): Record<string, unknown> {
+/** OpenAI's `response_format` for a run's output format. */
+export function responseFormatOf(f: OutputFormat): Record<string, unknown> {
+  if (f.type === "json_object") return { type: "json_object" };
+  const schema: Record<string, unknown> = { name: f.name };
+  if (f.description !== undefined) schema.description = f.description;
+  if (f.schema !== undefined) schema.schema = f.schema;
+  if (f.strict !== undefined) schema.strict = f.strict;
+  return { type: "json_schema", json_schema: schema };
+}
+
+/** OpenAI's `tool_choice` for a run's tool choice. */
+export function toolChoiceOf(c: ToolChoice): unknown {
+  return typeof c === "string" ? c : { type: "function", function: { name: c.function } };
+}
+
+/**
+ * The request body for `spec`. `sampling.extra` goes in only under the names this kind reads
+ * (vLLM's `top_k`, `repetition_penalty` ...); other extras (Ollama's `num_ctx`) are dropped with
+ * a warning, since servers such as OpenAI's refuse unknown fields. Extras never replace a field
+ * set here.
+ */
+function requestBody(
+  spec: ExecutionSpec,
+  stream: boolean,
+  features: KindFeatures,
+  log: Logger,
+): Record<string, unknown> {
   const s = spec.sampling;
   const messages = spec.messages.length > 0
     ? spec.messages.map(wireMessage)
@@ -94,7 +124,15 @@ function requestBody(spec: ExecutionSpec, stream: boolean): Record<string, unkno
       function: { name: t.name, description: t.description, parameters: t.parameters },
     }));
   }
-  return { ...body, ...s.extra };
+  if (spec.toolChoice !== undefined) body.tool_choice = toolChoiceOf(spec.toolChoice);
+  if (spec.parallelToolCalls !== undefined) body.parallel_tool_calls = spec.parallelToolCalls;
+  if (spec.outputFormat) body.response_format = responseFormatOf(spec.outputFormat);
+  if (!s.extra) return body;
+  const { extras, dropped } = backendExtras(features, s.extra);
+  if (dropped.length > 0) {
+    log.warn("sampling options dropped", { run_id: spec.runId, options: dropped.join(",") });
+  }
+  return { ...extras, ...body };
 }
 
 function finishOf(
@@ -175,6 +213,7 @@ export function createOpenAICompatAdapter(
   options: OpenAICompatOptions = {},
 ): Adapter {
   const kind = options.kind ?? "openai_compat";
+  const features = httpModelFeatures[kind];
   const root = baseOf(settings).replace(/\/v1$/, "");
   const ctx: RunContext = {
     kind,
@@ -190,10 +229,12 @@ export function createOpenAICompatAdapter(
 
   const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
     guardedRun(ctx, spec, settings, signal, async (guard) => {
+      refuseUnhonoured(kind, features, spec);
       const secret = apiKeyOf(settings);
       const stream = spec.wholeAnswer !== true;
       const url = `${root}/v1/chat/completions`;
-      const res = await postJson(url, requestBody(spec, stream), guard, {
+      const body = requestBody(spec, stream, features, ctx.logger);
+      const res = await postJson(url, body, guard, {
         client,
         headers: headers(),
         secret,

@@ -33,21 +33,105 @@ Deno.test("openai_compat streams SSE deltas in order and reports usage from the 
   assert.equal(adapter.kind, "openai_compat");
 });
 
-Deno.test("openai_compat sends sampling fields and extras in the body", async () => {
+Deno.test("openai_compat sends sampling fields and only OpenAI's extras, warning about the rest", async () => {
   await using fake = startFakeOpenAI();
-  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger("test", { writer: (l) => lines.push(JSON.parse(l)) });
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url), { logger });
   await adapter.execute(
     chat({
-      sampling: { temperature: 0, topP: 0.5, maxTokens: 9, stop: ["x"], seed: 1, extra: { n: 1 } },
+      sampling: {
+        temperature: 0,
+        topP: 0.5,
+        maxTokens: 9,
+        stop: ["x"],
+        seed: 1,
+        extra: { frequency_penalty: 0.5, num_ctx: 4096, repeat_penalty: 1.1, top_k: 40 },
+      },
     }),
     recordingSink(),
     { signal: never() },
   );
   const body = fake.requests[0]!.body as Record<string, unknown>;
   assert.deepEqual(
-    [body.temperature, body.top_p, body.max_tokens, body.stop, body.seed, body.n],
-    [0, 0.5, 9, ["x"], 1, 1],
+    [body.temperature, body.top_p, body.max_tokens, body.stop, body.seed, body.frequency_penalty],
+    [0, 0.5, 9, ["x"], 1, 0.5],
   );
+  // Real OpenAI refuses unknown fields: Ollama-only options never reach it.
+  for (const key of ["num_ctx", "repeat_penalty", "repetition_penalty", "top_k"]) {
+    assert.ok(!(key in body), `${key} reached the backend`);
+  }
+  const warn = lines.find((l) => l.msg === "sampling options dropped");
+  assert.equal(warn?.level, "warn");
+  assert.equal(warn?.options, "num_ctx,repeat_penalty,top_k");
+});
+
+Deno.test("openai_compat sends response_format, tool_choice and parallel_tool_calls as OpenAI defines them", async () => {
+  await using fake = startFakeOpenAI();
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
+  const tools = [{ name: "get_weather", description: "", parameters: { type: "object" } }];
+  const schema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };
+  await adapter.execute(
+    chat({
+      tools,
+      toolChoice: { function: "get_weather" },
+      parallelToolCalls: false,
+      outputFormat: { type: "json_schema", name: "answer", schema, strict: true },
+    }),
+    recordingSink(),
+    { signal: never() },
+  );
+  await adapter.execute(
+    chat({ tools, toolChoice: "required", outputFormat: { type: "json_object" } }),
+    recordingSink(),
+    { signal: never() },
+  );
+  await adapter.execute(chat(), recordingSink(), { signal: never() });
+  const [named, required, plain] = fake.requests.map((r) => r.body as Record<string, unknown>);
+  assert.deepEqual(named!.response_format, {
+    type: "json_schema",
+    json_schema: { name: "answer", schema, strict: true },
+  });
+  assert.deepEqual(named!.tool_choice, { type: "function", function: { name: "get_weather" } });
+  assert.equal(named!.parallel_tool_calls, false);
+  assert.deepEqual(required!.response_format, { type: "json_object" });
+  assert.equal(required!.tool_choice, "required");
+  assert.ok(!("parallel_tool_calls" in required!));
+  for (const key of ["response_format", "tool_choice", "parallel_tool_calls"]) {
+    assert.ok(!(key in plain!), `${key} sent unasked`);
+  }
+});
+
+Deno.test("openai_compat extras never replace a field the adapter sets", async () => {
+  await using fake = startFakeOpenAI();
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
+  await adapter.execute(
+    chat({ sampling: { extra: { model: "other", messages: [], stream: false } } }),
+    recordingSink(),
+    { signal: never() },
+  );
+  const body = fake.requests[0]!.body as Record<string, unknown>;
+  assert.equal(body.model, "test-model");
+  assert.equal(body.stream, true);
+  assert.equal((body.messages as unknown[]).length, 2);
+});
+
+Deno.test("openai_compat refuses a tool result without the id of its call, before any request", async () => {
+  await using fake = startFakeOpenAI();
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
+  await assert.rejects(
+    adapter.execute(
+      chat({ messages: [{ role: "user", content: "x" }, { role: "tool", content: "{}" }] }),
+      recordingSink(),
+      { signal: never() },
+    ),
+    {
+      name: "IopError",
+      code: "INVALID_ARGUMENT",
+      message: /^Cannot run as tool_result: openai_compat needs the id of the tool call/,
+    },
+  );
+  assert.equal(fake.requests.length, 0);
 });
 
 Deno.test("openai_compat turns a prompt-only spec into one user message", async () => {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createLogger } from "../../../shared/log.ts";
 import { startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
 import { recordingSink, specFor } from "./contract_case.ts";
 import { httpAdapterCases, never, settingsFor } from "./http_adapter_cases.ts";
@@ -33,6 +34,26 @@ Deno.test("vllm passes top_k, min_p and repetition_penalty from sampling.extra i
   assert.deepEqual(sink.deltas, ["ok", " then"]);
   assert.deepEqual(result.usage, { inputTokens: 1, outputTokens: 2 });
   assert.equal(adapter.kind, "vllm");
+});
+
+Deno.test("vllm maps Ollama's repeat_penalty to repetition_penalty and drops num_ctx", async () => {
+  await using fake = startFakeOpenAI({ flavor: "vllm" });
+  const adapter = createVllmAdapter("gpu-vllm", settingsFor(fake.url), {
+    logger: createLogger("test", { writer: () => {} }),
+  });
+  await adapter.execute(
+    specFor({
+      target: "test-model",
+      messages: [{ role: "user", content: "hi" }],
+      sampling: { extra: { repeat_penalty: 1.2, num_ctx: 8192, top_k: 5 } },
+    }),
+    recordingSink(),
+    { signal: never() },
+  );
+  const body = fake.requests[0]!.body as Record<string, unknown>;
+  assert.equal(body.repetition_penalty, 1.2);
+  assert.equal(body.top_k, 5);
+  assert.ok(!("repeat_penalty" in body) && !("num_ctx" in body));
 });
 
 Deno.test("vllm is healthy while /health answers 200 and unhealthy when the engine is dead", async () => {

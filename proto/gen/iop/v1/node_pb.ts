@@ -2,8 +2,8 @@
 // @generated from file iop/v1/node.proto (package iop.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Error, Usage } from "./common_pb.ts";
 import { file_iop_v1_common } from "./common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file iop/v1/node.proto.
  */
 export const file_iop_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIsEECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAEjEKDWNvbmZpZ191cGRhdGUYFCABKAsyGC5pb3AudjEuTm9kZUNvbmZpZ1VwZGF0ZUgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQilgEKEFJlZ2lzdGVyUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDgoGcmVhc29uGAIgASgJEikKBmNvbmZpZxgDIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZBIdChVhY2NlcHRzX2V2ZW50X2JhdGNoZXMYBCABKAgSFgoOY29uZmlnX3ZlcnNpb24YBSABKAQiTgoQTm9kZUNvbmZpZ1VwZGF0ZRIPCgd2ZXJzaW9uGAEgASgEEikKBmNvbmZpZxgCIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZCLBAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA1KBAgGEAdSE21heF9jb25jdXJyZW50X3J1bnMiZQoNQWRhcHRlckNvbmZpZxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIVCg1zZXR0aW5nc19qc29uGAQgASgJSgQIChALSgQICxAMSgQIDBANImsKDlByb3ZpZGVyQ29uZmlnEgoKAmlkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEhcKD21heF9jb25jdXJyZW5jeRgEIAEoDRITCgttb2RlbF9ncm91cBgFIAEoCSI3CglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxIWCg5ydW5zX2luX2ZsaWdodBgCIAEoDSLpAgoKUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSJQoIbWVzc2FnZXMYBCADKAsyEy5pb3AudjEuQ2hhdE1lc3NhZ2USDgoGcHJvbXB0GAUgASgJEikKCHNhbXBsaW5nGAYgASgLMhcuaW9wLnYxLlNhbXBsaW5nT3B0aW9ucxIlCgV0b29scxgHIAMoCzIWLmlvcC52MS5Ub29sRGVmaW5pdGlvbhISCgpzZXNzaW9uX2lkGAggASgJEjIKCG1ldGFkYXRhGAkgAygLMiAuaW9wLnYxLlJ1blJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgp0aW1lb3V0X21zGAogASgNEhQKDHdob2xlX2Fuc3dlchgLIAEoCBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEidgoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRIkCgp0b29sX2NhbGxzGAQgAygLMhAuaW9wLnYxLlRvb2xDYWxsEgwKBG5hbWUYBSABKAkiTAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkiRgoIVG9vbENhbGwSDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkivwEKD1NhbXBsaW5nT3B0aW9ucxIYCgt0ZW1wZXJhdHVyZRgBIAEoAUgAiAEBEhIKBXRvcF9wGAIgASgBSAGIAQESFwoKbWF4X3Rva2VucxgDIAEoDUgCiAEBEgwKBHN0b3AYBCADKAkSEQoEc2VlZBgFIAEoA0gDiAEBEhIKCmV4dHJhX2pzb24YBiABKAlCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEINCgtfbWF4X3Rva2Vuc0IHCgVfc2VlZCIvCg1DYW5jZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki+wIKCFJ1bkV2ZW50Eg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAQSFAoMdGltZXN0YW1wX21zGAMgASgDEiUKB3N0YXJ0ZWQYCiABKAsyEi5pb3AudjEuUnVuU3RhcnRlZEgAEiUKBm91dHB1dBgLIAEoCzITLmlvcC52MS5PdXRwdXREZWx0YUgAEioKCXRvb2xfY2FsbBgMIAEoCzIVLmlvcC52MS5Ub29sQ2FsbERlbHRhSAASHgoDbG9nGA0gASgLMg8uaW9wLnYxLkxvZ0xpbmVIABIeCgV1c2FnZRgOIAEoCzINLmlvcC52MS5Vc2FnZUgAEikKCWNvbXBsZXRlZBgPIAEoCzIULmlvcC52MS5SdW5Db21wbGV0ZWRIABIjCgZmYWlsZWQYECABKAsyES5pb3AudjEuUnVuRmFpbGVkSAASKQoJY2FuY2VsbGVkGBEgASgLMhQuaW9wLnYxLlJ1bkNhbmNlbGxlZEgAQgcKBWV2ZW50IjEKDVJ1bkV2ZW50QmF0Y2gSIAoGZXZlbnRzGAEgAygLMhAuaW9wLnYxLlJ1bkV2ZW50Ij4KClJ1blN0YXJ0ZWQSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCSIbCgtPdXRwdXREZWx0YRIMCgR0ZXh0GAEgASgJIi8KDVRvb2xDYWxsRGVsdGESHgoEY2FsbBgBIAEoCzIQLmlvcC52MS5Ub29sQ2FsbCInCgdMb2dMaW5lEg4KBnN0cmVhbRgBIAEoCRIMCgR0ZXh0GAIgASgJIlYKDFJ1bkNvbXBsZXRlZBIVCg1maW5pc2hfcmVhc29uGAEgASgJEhwKBXVzYWdlGAIgASgLMg0uaW9wLnYxLlVzYWdlEhEKCWV4aXRfY29kZRgDIAEoBSI8CglSdW5GYWlsZWQSHAoFZXJyb3IYASABKAsyDS5pb3AudjEuRXJyb3ISEQoJZXhpdF9jb2RlGAIgASgFIh4KDFJ1bkNhbmNlbGxlZBIOCgZyZWFzb24YASABKAkiqQEKEk5vZGVDb21tYW5kUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhQuaW9wLnYxLkhpc3RvcnlRdWVyeUgAEjEKDGNhcGFiaWxpdGllcxgCIAEoCzIZLmlvcC52MS5DYXBhYmlsaXRpZXNRdWVyeUgAEiwKCnJ1bl9vdXRwdXQYAyABKAsyFi5pb3AudjEuUnVuT3V0cHV0UXVlcnlIAEIJCgdjb21tYW5kIh0KDEhpc3RvcnlRdWVyeRINCgVsaW1pdBgBIAEoDSITChFDYXBhYmlsaXRpZXNRdWVyeSIgCg5SdW5PdXRwdXRRdWVyeRIOCgZydW5faWQYASABKAkizAEKE05vZGVDb21tYW5kUmVzcG9uc2USKAoHaGlzdG9yeRgBIAEoCzIVLmlvcC52MS5IaXN0b3J5UmVzdWx0SAASMgoMY2FwYWJpbGl0aWVzGAIgASgLMhouaW9wLnYxLkNhcGFiaWxpdGllc1Jlc3VsdEgAEh4KBWVycm9yGAMgASgLMg0uaW9wLnYxLkVycm9ySAASLQoKcnVuX291dHB1dBgEIAEoCzIXLmlvcC52MS5SdW5PdXRwdXRSZXN1bHRIAEIICgZyZXN1bHQiUwoPUnVuT3V0cHV0UmVzdWx0Eg4KBnJ1bl9pZBgBIAEoCRINCgVmb3VuZBgCIAEoCBIOCgZvdXRwdXQYAyABKAkSEQoJdHJ1bmNhdGVkGAQgASgIIjAKDUhpc3RvcnlSZXN1bHQSHwoEcnVucxgBIAMoCzIRLmlvcC52MS5SdW5SZWNvcmQi/gEKCVJ1blJlY29yZBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBSABKAMSGgoSZmlyc3Rfb3V0cHV0X2F0X21zGAYgASgDEhYKDmZpbmlzaGVkX2F0X21zGAcgASgDEhwKBXVzYWdlGAggASgLMg0uaW9wLnYxLlVzYWdlEhwKBWVycm9yGAkgASgLMg0uaW9wLnYxLkVycm9yEhYKDm91dHB1dF9zdW1tYXJ5GAogASgJEhEKCWV4aXRfY29kZRgLIAEoBSJDChJDYXBhYmlsaXRpZXNSZXN1bHQSLQoIYWRhcHRlcnMYASADKAsyGy5pb3AudjEuQWRhcHRlckNhcGFiaWxpdGllcyKXAQoTQWRhcHRlckNhcGFiaWxpdGllcxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHaGVhbHRoeRgDIAEoCBIOCgZkZXRhaWwYBCABKAkSDwoHdGFyZ2V0cxgFIAMoCRIRCglzdHJlYW1pbmcYBiABKAgSDQoFdG9vbHMYByABKAgSEAoIc2Vzc2lvbnMYCCABKAgigQIKDUVkZ2VOb2RlRXZlbnQSDwoHbm9kZV9pZBgBIAEoCRIUCgx0aW1lc3RhbXBfbXMYAiABKAMSLAoKcmVnaXN0ZXJlZBgKIAEoCzIWLmlvcC52MS5Ob2RlUmVnaXN0ZXJlZEgAEjAKDGRpc2Nvbm5lY3RlZBgLIAEoCzIYLmlvcC52MS5Ob2RlRGlzY29ubmVjdGVkSAASLwoOY29uZmlnX2FwcGxpZWQYDCABKAsyFS5pb3AudjEuQ29uZmlnQXBwbGllZEgAEi8KDmFkYXB0ZXJfaGVhbHRoGA0gASgLMhUuaW9wLnYxLkFkYXB0ZXJIZWFsdGhIAEIHCgVldmVudCIwCg5Ob2RlUmVnaXN0ZXJlZBINCgVhbGlhcxgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIiIKEE5vZGVEaXNjb25uZWN0ZWQSDgoGcmVhc29uGAEgASgJIpoBCg1Db25maWdBcHBsaWVkEhAKCGFkYXB0ZXJzGAEgAygJEjUKCHJlamVjdGVkGAIgAygLMiMuaW9wLnYxLkNvbmZpZ0FwcGxpZWQuUmVqZWN0ZWRFbnRyeRIPCgd2ZXJzaW9uGAMgASgEGi8KDVJlamVjdGVkRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBCg1BZGFwdGVySGVhbHRoEg8KB2FkYXB0ZXIYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAliBnByb3RvMw", [file_iop_v1_common]);
+  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIsEECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAEjEKDWNvbmZpZ191cGRhdGUYFCABKAsyGC5pb3AudjEuTm9kZUNvbmZpZ1VwZGF0ZUgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQilgEKEFJlZ2lzdGVyUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDgoGcmVhc29uGAIgASgJEikKBmNvbmZpZxgDIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZBIdChVhY2NlcHRzX2V2ZW50X2JhdGNoZXMYBCABKAgSFgoOY29uZmlnX3ZlcnNpb24YBSABKAQiTgoQTm9kZUNvbmZpZ1VwZGF0ZRIPCgd2ZXJzaW9uGAEgASgEEikKBmNvbmZpZxgCIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZCLBAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA1KBAgGEAdSE21heF9jb25jdXJyZW50X3J1bnMiZQoNQWRhcHRlckNvbmZpZxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIVCg1zZXR0aW5nc19qc29uGAQgASgJSgQIChALSgQICxAMSgQIDBANImsKDlByb3ZpZGVyQ29uZmlnEgoKAmlkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEhcKD21heF9jb25jdXJyZW5jeRgEIAEoDRITCgttb2RlbF9ncm91cBgFIAEoCSI3CglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxIWCg5ydW5zX2luX2ZsaWdodBgCIAEoDSL5AwoKUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSJQoIbWVzc2FnZXMYBCADKAsyEy5pb3AudjEuQ2hhdE1lc3NhZ2USDgoGcHJvbXB0GAUgASgJEikKCHNhbXBsaW5nGAYgASgLMhcuaW9wLnYxLlNhbXBsaW5nT3B0aW9ucxIlCgV0b29scxgHIAMoCzIWLmlvcC52MS5Ub29sRGVmaW5pdGlvbhISCgpzZXNzaW9uX2lkGAggASgJEjIKCG1ldGFkYXRhGAkgAygLMiAuaW9wLnYxLlJ1blJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgp0aW1lb3V0X21zGAogASgNEhQKDHdob2xlX2Fuc3dlchgLIAEoCBIrCg1vdXRwdXRfZm9ybWF0GAwgASgLMhQuaW9wLnYxLk91dHB1dEZvcm1hdBInCgt0b29sX2Nob2ljZRgNIAEoCzISLmlvcC52MS5Ub29sQ2hvaWNlEiAKE3BhcmFsbGVsX3Rvb2xfY2FsbHMYDiABKAhIAIgBARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFgoUX3BhcmFsbGVsX3Rvb2xfY2FsbHMiegoMT3V0cHV0Rm9ybWF0Ei8KC2pzb25fb2JqZWN0GAEgASgLMhguaW9wLnYxLkpzb25PYmplY3RGb3JtYXRIABIvCgtqc29uX3NjaGVtYRgCIAEoCzIYLmlvcC52MS5Kc29uU2NoZW1hRm9ybWF0SABCCAoGZm9ybWF0IhIKEEpzb25PYmplY3RGb3JtYXQiagoQSnNvblNjaGVtYUZvcm1hdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhMKC3NjaGVtYV9qc29uGAMgASgJEhMKBnN0cmljdBgEIAEoCEgAiAEBQgkKB19zdHJpY3QiVwoKVG9vbENob2ljZRImCgRtb2RlGAEgASgOMhYuaW9wLnYxLlRvb2xDaG9pY2VNb2RlSAASFwoNZnVuY3Rpb25fbmFtZRgCIAEoCUgAQggKBmNob2ljZSJ2CgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSFAoMdG9vbF9jYWxsX2lkGAMgASgJEiQKCnRvb2xfY2FsbHMYBCADKAsyEC5pb3AudjEuVG9vbENhbGwSDAoEbmFtZRgFIAEoCSJMCg5Ub29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgDIAEoCSJGCghUb29sQ2FsbBINCgVpbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSK/AQoPU2FtcGxpbmdPcHRpb25zEhgKC3RlbXBlcmF0dXJlGAEgASgBSACIAQESEgoFdG9wX3AYAiABKAFIAYgBARIXCgptYXhfdG9rZW5zGAMgASgNSAKIAQESDAoEc3RvcBgEIAMoCRIRCgRzZWVkGAUgASgDSAOIAQESEgoKZXh0cmFfanNvbhgGIAEoCUIOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQg0KC19tYXhfdG9rZW5zQgcKBV9zZWVkIi8KDUNhbmNlbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSL7AgoIUnVuRXZlbnQSDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIUCgx0aW1lc3RhbXBfbXMYAyABKAMSJQoHc3RhcnRlZBgKIAEoCzISLmlvcC52MS5SdW5TdGFydGVkSAASJQoGb3V0cHV0GAsgASgLMhMuaW9wLnYxLk91dHB1dERlbHRhSAASKgoJdG9vbF9jYWxsGAwgASgLMhUuaW9wLnYxLlRvb2xDYWxsRGVsdGFIABIeCgNsb2cYDSABKAsyDy5pb3AudjEuTG9nTGluZUgAEh4KBXVzYWdlGA4gASgLMg0uaW9wLnYxLlVzYWdlSAASKQoJY29tcGxldGVkGA8gASgLMhQuaW9wLnYxLlJ1bkNvbXBsZXRlZEgAEiMKBmZhaWxlZBgQIAEoCzIRLmlvcC52MS5SdW5GYWlsZWRIABIpCgljYW5jZWxsZWQYESABKAsyFC5pb3AudjEuUnVuQ2FuY2VsbGVkSABCBwoFZXZlbnQiMQoNUnVuRXZlbnRCYXRjaBIgCgZldmVudHMYASADKAsyEC5pb3AudjEuUnVuRXZlbnQiPgoKUnVuU3RhcnRlZBIPCgdub2RlX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJIhsKC091dHB1dERlbHRhEgwKBHRleHQYASABKAkiLwoNVG9vbENhbGxEZWx0YRIeCgRjYWxsGAEgASgLMhAuaW9wLnYxLlRvb2xDYWxsIicKB0xvZ0xpbmUSDgoGc3RyZWFtGAEgASgJEgwKBHRleHQYAiABKAkiVgoMUnVuQ29tcGxldGVkEhUKDWZpbmlzaF9yZWFzb24YASABKAkSHAoFdXNhZ2UYAiABKAsyDS5pb3AudjEuVXNhZ2USEQoJZXhpdF9jb2RlGAMgASgFIjwKCVJ1bkZhaWxlZBIcCgVlcnJvchgBIAEoCzINLmlvcC52MS5FcnJvchIRCglleGl0X2NvZGUYAiABKAUiHgoMUnVuQ2FuY2VsbGVkEg4KBnJlYXNvbhgBIAEoCSKpAQoSTm9kZUNvbW1hbmRSZXF1ZXN0EicKB2hpc3RvcnkYASABKAsyFC5pb3AudjEuSGlzdG9yeVF1ZXJ5SAASMQoMY2FwYWJpbGl0aWVzGAIgASgLMhkuaW9wLnYxLkNhcGFiaWxpdGllc1F1ZXJ5SAASLAoKcnVuX291dHB1dBgDIAEoCzIWLmlvcC52MS5SdW5PdXRwdXRRdWVyeUgAQgkKB2NvbW1hbmQiHQoMSGlzdG9yeVF1ZXJ5Eg0KBWxpbWl0GAEgASgNIhMKEUNhcGFiaWxpdGllc1F1ZXJ5IiAKDlJ1bk91dHB1dFF1ZXJ5Eg4KBnJ1bl9pZBgBIAEoCSLMAQoTTm9kZUNvbW1hbmRSZXNwb25zZRIoCgdoaXN0b3J5GAEgASgLMhUuaW9wLnYxLkhpc3RvcnlSZXN1bHRIABIyCgxjYXBhYmlsaXRpZXMYAiABKAsyGi5pb3AudjEuQ2FwYWJpbGl0aWVzUmVzdWx0SAASHgoFZXJyb3IYAyABKAsyDS5pb3AudjEuRXJyb3JIABItCgpydW5fb3V0cHV0GAQgASgLMhcuaW9wLnYxLlJ1bk91dHB1dFJlc3VsdEgAQggKBnJlc3VsdCJTCg9SdW5PdXRwdXRSZXN1bHQSDgoGcnVuX2lkGAEgASgJEg0KBWZvdW5kGAIgASgIEg4KBm91dHB1dBgDIAEoCRIRCgl0cnVuY2F0ZWQYBCABKAgiMAoNSGlzdG9yeVJlc3VsdBIfCgRydW5zGAEgAygLMhEuaW9wLnYxLlJ1blJlY29yZCL+AQoJUnVuUmVjb3JkEg4KBnJ1bl9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSFQoNc3RhcnRlZF9hdF9tcxgFIAEoAxIaChJmaXJzdF9vdXRwdXRfYXRfbXMYBiABKAMSFgoOZmluaXNoZWRfYXRfbXMYByABKAMSHAoFdXNhZ2UYCCABKAsyDS5pb3AudjEuVXNhZ2USHAoFZXJyb3IYCSABKAsyDS5pb3AudjEuRXJyb3ISFgoOb3V0cHV0X3N1bW1hcnkYCiABKAkSEQoJZXhpdF9jb2RlGAsgASgFIkMKEkNhcGFiaWxpdGllc1Jlc3VsdBItCghhZGFwdGVycxgBIAMoCzIbLmlvcC52MS5BZGFwdGVyQ2FwYWJpbGl0aWVzIpcBChNBZGFwdGVyQ2FwYWJpbGl0aWVzEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdoZWFsdGh5GAMgASgIEg4KBmRldGFpbBgEIAEoCRIPCgd0YXJnZXRzGAUgAygJEhEKCXN0cmVhbWluZxgGIAEoCBINCgV0b29scxgHIAEoCBIQCghzZXNzaW9ucxgIIAEoCCKBAgoNRWRnZU5vZGVFdmVudBIPCgdub2RlX2lkGAEgASgJEhQKDHRpbWVzdGFtcF9tcxgCIAEoAxIsCgpyZWdpc3RlcmVkGAogASgLMhYuaW9wLnYxLk5vZGVSZWdpc3RlcmVkSAASMAoMZGlzY29ubmVjdGVkGAsgASgLMhguaW9wLnYxLk5vZGVEaXNjb25uZWN0ZWRIABIvCg5jb25maWdfYXBwbGllZBgMIAEoCzIVLmlvcC52MS5Db25maWdBcHBsaWVkSAASLwoOYWRhcHRlcl9oZWFsdGgYDSABKAsyFS5pb3AudjEuQWRhcHRlckhlYWx0aEgAQgcKBWV2ZW50IjAKDk5vZGVSZWdpc3RlcmVkEg0KBWFsaWFzGAEgASgJEg8KB3ZlcnNpb24YAiABKAkiIgoQTm9kZURpc2Nvbm5lY3RlZBIOCgZyZWFzb24YASABKAkimgEKDUNvbmZpZ0FwcGxpZWQSEAoIYWRhcHRlcnMYASADKAkSNQoIcmVqZWN0ZWQYAiADKAsyIy5pb3AudjEuQ29uZmlnQXBwbGllZC5SZWplY3RlZEVudHJ5Eg8KB3ZlcnNpb24YAyABKAQaLwoNUmVqZWN0ZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKDUFkYXB0ZXJIZWFsdGgSDwoHYWRhcHRlchgBIAEoCRIPCgdoZWFsdGh5GAIgASgIEg4KBmRldGFpbBgDIAEoCSqHAQoOVG9vbENob2ljZU1vZGUSIAocVE9PTF9DSE9JQ0VfTU9ERV9VTlNQRUNJRklFRBAAEhkKFVRPT0xfQ0hPSUNFX01PREVfQVVUTxABEhkKFVRPT0xfQ0hPSUNFX01PREVfTk9ORRACEh0KGVRPT0xfQ0hPSUNFX01PREVfUkVRVUlSRUQQA2IGcHJvdG8z", [file_iop_v1_common]);
 
 /**
  * NodeEnvelope is the only message sent on the Edge↔Node link.
@@ -470,6 +470,27 @@ export type RunRequest = Message<"iop.v1.RunRequest"> & {
    * @generated from field: bool whole_answer = 11;
    */
   wholeAnswer: boolean;
+
+  /**
+   * How the answer must be shaped; absent = free text.
+   *
+   * @generated from field: iop.v1.OutputFormat output_format = 12;
+   */
+  outputFormat?: OutputFormat | undefined;
+
+  /**
+   * Which tools the model may or must call; absent = the backend's default (auto).
+   *
+   * @generated from field: iop.v1.ToolChoice tool_choice = 13;
+   */
+  toolChoice?: ToolChoice | undefined;
+
+  /**
+   * Whether the model may call several tools in one turn; absent = the backend's default.
+   *
+   * @generated from field: optional bool parallel_tool_calls = 14;
+   */
+  parallelToolCalls?: boolean | undefined;
 };
 
 /**
@@ -478,6 +499,123 @@ export type RunRequest = Message<"iop.v1.RunRequest"> & {
  */
 export const RunRequestSchema: GenMessage<RunRequest> = /*@__PURE__*/
   messageDesc(file_iop_v1_node, 9);
+
+/**
+ * A constraint on the answer's text: any JSON object, or JSON matching a schema.
+ *
+ * @generated from message iop.v1.OutputFormat
+ */
+export type OutputFormat = Message<"iop.v1.OutputFormat"> & {
+  /**
+   * @generated from oneof iop.v1.OutputFormat.format
+   */
+  format: {
+    /**
+     * @generated from field: iop.v1.JsonObjectFormat json_object = 1;
+     */
+    value: JsonObjectFormat;
+    case: "jsonObject";
+  } | {
+    /**
+     * @generated from field: iop.v1.JsonSchemaFormat json_schema = 2;
+     */
+    value: JsonSchemaFormat;
+    case: "jsonSchema";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message iop.v1.OutputFormat.
+ * Use `create(OutputFormatSchema)` to create a new message.
+ */
+export const OutputFormatSchema: GenMessage<OutputFormat> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 10);
+
+/**
+ * The answer is one JSON object (OpenAI's json_object, Ollama's format "json").
+ *
+ * @generated from message iop.v1.JsonObjectFormat
+ */
+export type JsonObjectFormat = Message<"iop.v1.JsonObjectFormat"> & {
+};
+
+/**
+ * Describes the message iop.v1.JsonObjectFormat.
+ * Use `create(JsonObjectFormatSchema)` to create a new message.
+ */
+export const JsonObjectFormatSchema: GenMessage<JsonObjectFormat> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 11);
+
+/**
+ * The answer is JSON matching a schema (OpenAI's json_schema, Ollama's format {schema}).
+ *
+ * @generated from message iop.v1.JsonSchemaFormat
+ */
+export type JsonSchemaFormat = Message<"iop.v1.JsonSchemaFormat"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * The JSON Schema as JSON text; empty = none given.
+   *
+   * @generated from field: string schema_json = 3;
+   */
+  schemaJson: string;
+
+  /**
+   * OpenAI's strict schema adherence; absent = the backend's default.
+   *
+   * @generated from field: optional bool strict = 4;
+   */
+  strict?: boolean | undefined;
+};
+
+/**
+ * Describes the message iop.v1.JsonSchemaFormat.
+ * Use `create(JsonSchemaFormatSchema)` to create a new message.
+ */
+export const JsonSchemaFormatSchema: GenMessage<JsonSchemaFormat> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 12);
+
+/**
+ * Which tools the model may or must call.
+ *
+ * @generated from message iop.v1.ToolChoice
+ */
+export type ToolChoice = Message<"iop.v1.ToolChoice"> & {
+  /**
+   * @generated from oneof iop.v1.ToolChoice.choice
+   */
+  choice: {
+    /**
+     * @generated from field: iop.v1.ToolChoiceMode mode = 1;
+     */
+    value: ToolChoiceMode;
+    case: "mode";
+  } | {
+    /**
+     * The model must call this function.
+     *
+     * @generated from field: string function_name = 2;
+     */
+    value: string;
+    case: "functionName";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message iop.v1.ToolChoice.
+ * Use `create(ToolChoiceSchema)` to create a new message.
+ */
+export const ToolChoiceSchema: GenMessage<ToolChoice> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 13);
 
 /**
  * ChatMessage is one conversation turn.
@@ -518,7 +656,7 @@ export type ChatMessage = Message<"iop.v1.ChatMessage"> & {
  * Use `create(ChatMessageSchema)` to create a new message.
  */
 export const ChatMessageSchema: GenMessage<ChatMessage> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 10);
+  messageDesc(file_iop_v1_node, 14);
 
 /**
  * ToolDefinition describes a function the model may call.
@@ -549,7 +687,7 @@ export type ToolDefinition = Message<"iop.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 11);
+  messageDesc(file_iop_v1_node, 15);
 
 /**
  * ToolCall is a model's request to call a function.
@@ -585,7 +723,7 @@ export type ToolCall = Message<"iop.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 12);
+  messageDesc(file_iop_v1_node, 16);
 
 /**
  * SamplingOptions are generation parameters; unset fields take the backend's default.
@@ -631,7 +769,7 @@ export type SamplingOptions = Message<"iop.v1.SamplingOptions"> & {
  * Use `create(SamplingOptionsSchema)` to create a new message.
  */
 export const SamplingOptionsSchema: GenMessage<SamplingOptions> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 13);
+  messageDesc(file_iop_v1_node, 17);
 
 /**
  * CancelRequest aborts a run; the run ends with a `cancelled` event.
@@ -655,7 +793,7 @@ export type CancelRequest = Message<"iop.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 14);
+  messageDesc(file_iop_v1_node, 18);
 
 /**
  * RunEvent is one step of a run's life, in `seq` order.
@@ -737,7 +875,7 @@ export type RunEvent = Message<"iop.v1.RunEvent"> & {
  * Use `create(RunEventSchema)` to create a new message.
  */
 export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 15);
+  messageDesc(file_iop_v1_node, 19);
 
 /**
  * RunEventBatch carries run events produced together (e.g. the deltas of one backend read), in
@@ -757,7 +895,7 @@ export type RunEventBatch = Message<"iop.v1.RunEventBatch"> & {
  * Use `create(RunEventBatchSchema)` to create a new message.
  */
 export const RunEventBatchSchema: GenMessage<RunEventBatch> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 16);
+  messageDesc(file_iop_v1_node, 20);
 
 /**
  * RunStarted opens a run's event stream.
@@ -786,7 +924,7 @@ export type RunStarted = Message<"iop.v1.RunStarted"> & {
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 17);
+  messageDesc(file_iop_v1_node, 21);
 
 /**
  * OutputDelta is a piece of the run's answer (model text or CLI stdout).
@@ -805,7 +943,7 @@ export type OutputDelta = Message<"iop.v1.OutputDelta"> & {
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
 export const OutputDeltaSchema: GenMessage<OutputDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 18);
+  messageDesc(file_iop_v1_node, 22);
 
 /**
  * ToolCallDelta streams part of a tool call.
@@ -824,7 +962,7 @@ export type ToolCallDelta = Message<"iop.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 19);
+  messageDesc(file_iop_v1_node, 23);
 
 /**
  * LogLine is diagnostic output that is not part of the answer (e.g. CLI stderr).
@@ -848,7 +986,7 @@ export type LogLine = Message<"iop.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 20);
+  messageDesc(file_iop_v1_node, 24);
 
 /**
  * RunCompleted closes a successful run.
@@ -881,7 +1019,7 @@ export type RunCompleted = Message<"iop.v1.RunCompleted"> & {
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export const RunCompletedSchema: GenMessage<RunCompleted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 21);
+  messageDesc(file_iop_v1_node, 25);
 
 /**
  * RunFailed closes a run that did not succeed.
@@ -905,7 +1043,7 @@ export type RunFailed = Message<"iop.v1.RunFailed"> & {
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema: GenMessage<RunFailed> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 22);
+  messageDesc(file_iop_v1_node, 26);
 
 /**
  * RunCancelled closes a run that was cancelled or timed out by request.
@@ -924,7 +1062,7 @@ export type RunCancelled = Message<"iop.v1.RunCancelled"> & {
  * Use `create(RunCancelledSchema)` to create a new message.
  */
 export const RunCancelledSchema: GenMessage<RunCancelled> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 23);
+  messageDesc(file_iop_v1_node, 27);
 
 /**
  * NodeCommandRequest asks a Node for something other than a run.
@@ -961,7 +1099,7 @@ export type NodeCommandRequest = Message<"iop.v1.NodeCommandRequest"> & {
  * Use `create(NodeCommandRequestSchema)` to create a new message.
  */
 export const NodeCommandRequestSchema: GenMessage<NodeCommandRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 24);
+  messageDesc(file_iop_v1_node, 28);
 
 /**
  * HistoryQuery reads the Node's most recent runs, newest first.
@@ -980,7 +1118,7 @@ export type HistoryQuery = Message<"iop.v1.HistoryQuery"> & {
  * Use `create(HistoryQuerySchema)` to create a new message.
  */
 export const HistoryQuerySchema: GenMessage<HistoryQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 25);
+  messageDesc(file_iop_v1_node, 29);
 
 /**
  * CapabilitiesQuery asks every adapter what it can do now.
@@ -995,7 +1133,7 @@ export type CapabilitiesQuery = Message<"iop.v1.CapabilitiesQuery"> & {
  * Use `create(CapabilitiesQuerySchema)` to create a new message.
  */
 export const CapabilitiesQuerySchema: GenMessage<CapabilitiesQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 26);
+  messageDesc(file_iop_v1_node, 30);
 
 /**
  * RunOutputQuery reads one run's whole stored output from the Node's history (up to the Node's
@@ -1015,7 +1153,7 @@ export type RunOutputQuery = Message<"iop.v1.RunOutputQuery"> & {
  * Use `create(RunOutputQuerySchema)` to create a new message.
  */
 export const RunOutputQuerySchema: GenMessage<RunOutputQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 27);
+  messageDesc(file_iop_v1_node, 31);
 
 /**
  * NodeCommandResponse answers a NodeCommandRequest.
@@ -1058,7 +1196,7 @@ export type NodeCommandResponse = Message<"iop.v1.NodeCommandResponse"> & {
  * Use `create(NodeCommandResponseSchema)` to create a new message.
  */
 export const NodeCommandResponseSchema: GenMessage<NodeCommandResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 28);
+  messageDesc(file_iop_v1_node, 32);
 
 /**
  * RunOutputResult is one run's stored output; found=false when the history has no such run.
@@ -1096,7 +1234,7 @@ export type RunOutputResult = Message<"iop.v1.RunOutputResult"> & {
  * Use `create(RunOutputResultSchema)` to create a new message.
  */
 export const RunOutputResultSchema: GenMessage<RunOutputResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 29);
+  messageDesc(file_iop_v1_node, 33);
 
 /**
  * HistoryResult lists recorded runs.
@@ -1115,7 +1253,7 @@ export type HistoryResult = Message<"iop.v1.HistoryResult"> & {
  * Use `create(HistoryResultSchema)` to create a new message.
  */
 export const HistoryResultSchema: GenMessage<HistoryResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 30);
+  messageDesc(file_iop_v1_node, 34);
 
 /**
  * RunRecord is one row of a Node's run history.
@@ -1186,7 +1324,7 @@ export type RunRecord = Message<"iop.v1.RunRecord"> & {
  * Use `create(RunRecordSchema)` to create a new message.
  */
 export const RunRecordSchema: GenMessage<RunRecord> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 31);
+  messageDesc(file_iop_v1_node, 35);
 
 /**
  * CapabilitiesResult describes each adapter.
@@ -1205,7 +1343,7 @@ export type CapabilitiesResult = Message<"iop.v1.CapabilitiesResult"> & {
  * Use `create(CapabilitiesResultSchema)` to create a new message.
  */
 export const CapabilitiesResultSchema: GenMessage<CapabilitiesResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 32);
+  messageDesc(file_iop_v1_node, 36);
 
 /**
  * AdapterCapabilities is what one adapter reports about itself.
@@ -1259,7 +1397,7 @@ export type AdapterCapabilities = Message<"iop.v1.AdapterCapabilities"> & {
  * Use `create(AdapterCapabilitiesSchema)` to create a new message.
  */
 export const AdapterCapabilitiesSchema: GenMessage<AdapterCapabilities> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 33);
+  messageDesc(file_iop_v1_node, 37);
 
 /**
  * EdgeNodeEvent carries connection lifecycle and status news, separate from run events.
@@ -1312,7 +1450,7 @@ export type EdgeNodeEvent = Message<"iop.v1.EdgeNodeEvent"> & {
  * Use `create(EdgeNodeEventSchema)` to create a new message.
  */
 export const EdgeNodeEventSchema: GenMessage<EdgeNodeEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 34);
+  messageDesc(file_iop_v1_node, 38);
 
 /**
  * NodeRegistered records a Node joining its Edge.
@@ -1336,7 +1474,7 @@ export type NodeRegistered = Message<"iop.v1.NodeRegistered"> & {
  * Use `create(NodeRegisteredSchema)` to create a new message.
  */
 export const NodeRegisteredSchema: GenMessage<NodeRegistered> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 35);
+  messageDesc(file_iop_v1_node, 39);
 
 /**
  * NodeDisconnected records a Node leaving its Edge.
@@ -1355,7 +1493,7 @@ export type NodeDisconnected = Message<"iop.v1.NodeDisconnected"> & {
  * Use `create(NodeDisconnectedSchema)` to create a new message.
  */
 export const NodeDisconnectedSchema: GenMessage<NodeDisconnected> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 36);
+  messageDesc(file_iop_v1_node, 40);
 
 /**
  * ConfigApplied reports which adapters a Node built from its config.
@@ -1389,7 +1527,7 @@ export type ConfigApplied = Message<"iop.v1.ConfigApplied"> & {
  * Use `create(ConfigAppliedSchema)` to create a new message.
  */
 export const ConfigAppliedSchema: GenMessage<ConfigApplied> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 37);
+  messageDesc(file_iop_v1_node, 41);
 
 /**
  * AdapterHealth reports an adapter's health change.
@@ -1418,5 +1556,38 @@ export type AdapterHealth = Message<"iop.v1.AdapterHealth"> & {
  * Use `create(AdapterHealthSchema)` to create a new message.
  */
 export const AdapterHealthSchema: GenMessage<AdapterHealth> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 38);
+  messageDesc(file_iop_v1_node, 42);
+
+/**
+ * auto: the model decides; none: no tool calls; required: at least one tool call.
+ *
+ * @generated from enum iop.v1.ToolChoiceMode
+ */
+export enum ToolChoiceMode {
+  /**
+   * @generated from enum value: TOOL_CHOICE_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: TOOL_CHOICE_MODE_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * @generated from enum value: TOOL_CHOICE_MODE_NONE = 2;
+   */
+  NONE = 2,
+
+  /**
+   * @generated from enum value: TOOL_CHOICE_MODE_REQUIRED = 3;
+   */
+  REQUIRED = 3,
+}
+
+/**
+ * Describes the enum iop.v1.ToolChoiceMode.
+ */
+export const ToolChoiceModeSchema: GenEnum<ToolChoiceMode> = /*@__PURE__*/
+  enumDesc(file_iop_v1_node, 0);
 

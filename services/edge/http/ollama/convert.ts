@@ -3,7 +3,15 @@
  * run events become NDJSON chunks with Ollama's final `done:true` object (durations in ns).
  * @module
  */
-import type { ChatMessage, RunEvent, RunInput, Sampling, Usage } from "../../../../shared/run.ts";
+import type {
+  ChatMessage,
+  OutputFormat,
+  RunEvent,
+  RunInput,
+  Sampling,
+  ToolCall,
+  Usage,
+} from "../../../../shared/run.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { INT32_MAX, type JsonFields, SEED_BOUNDS, UINT32_MAX } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
@@ -119,9 +127,27 @@ function toolsOf(body: JsonFields): RunInput["tools"] {
   });
 }
 
+/** The name a schema from Ollama's `format` (which has none) carries to OpenAI-style backends. */
+export const OLLAMA_SCHEMA_NAME = "response";
+
+/**
+ * Ollama's `format`: `"json"` (any JSON object) or a JSON Schema object the answer must
+ * match; absent or `""` means free text. Anything else is refused naming the field.
+ */
+export function formatOf(body: JsonFields): OutputFormat | undefined {
+  const v = body.value.format;
+  if (v === undefined || v === null || v === "") return undefined;
+  if (v === "json") return { type: "json_object" };
+  if (typeof v === "string") {
+    body.fail("format", `must be "json" or a JSON schema object: got '${v}'`);
+  }
+  return { type: "json_schema", name: OLLAMA_SCHEMA_NAME, schema: body.object("format")!.value };
+}
+
 function base(body: JsonFields, messages: ChatMessage[], prompt: string): OllamaRequest {
   const stream = body.boolean("stream") ?? true;
   const { sampling, dropped } = samplingOf(body);
+  const format = formatOf(body);
   return {
     model: body.requiredString("model"),
     stream,
@@ -135,13 +161,22 @@ function base(body: JsonFields, messages: ChatMessage[], prompt: string): Ollama
       metadata: {},
       timeoutMs: 0,
       wholeAnswer: !stream,
+      ...(format ? { outputFormat: format } : {}),
     },
   };
 }
 
-/** Validates an `/api/chat` body; errors name the bad field. */
+/**
+ * Validates an `/api/chat` body; errors name the bad field. Ollama clients send tool calls
+ * without ids and tool results with only `tool_name`: each call gets an id unique in the
+ * conversation, and each tool result the id of the earlier assistant call it answers — the
+ * first unanswered one of that name, or (without a name) the first unanswered one — so an
+ * OpenAI-compatible backend receives a `tool_call_id`. A result that matches no call keeps
+ * none; the capability check refuses it for backends that need one.
+ */
 export function parseOllamaChat(body: JsonFields): OllamaRequest {
-  const messages = body.objects("messages").map((m): ChatMessage => {
+  let unanswered: ToolCall[] = [];
+  const messages = body.objects("messages").map((m, at): ChatMessage => {
     const role = m.requiredString("role");
     if (!(ROLES as readonly string[]).includes(role)) {
       m.fail("role", `must be one of ${ROLES.join(", ")}: got '${role}'`);
@@ -157,11 +192,24 @@ export function parseOllamaChat(body: JsonFields): OllamaRequest {
         const args = fn.value.arguments;
         return {
           index,
-          id: `call_${index}`,
+          id: call.string("id") || `call_${at}_${index}`,
           name: fn.requiredString("name"),
           arguments: typeof args === "string" ? args : JSON.stringify(args ?? {}),
         };
       });
+      unanswered = [...msg.toolCalls];
+    }
+    if (role === "tool") {
+      const name = m.string("tool_name") || undefined;
+      const id = m.string("tool_call_id") || undefined;
+      const i = unanswered.findIndex((c) =>
+        id !== undefined ? c.id === id : name === undefined || c.name === name
+      );
+      const call = i >= 0 ? unanswered.splice(i, 1)[0] : undefined;
+      const callId = id ?? call?.id;
+      if (callId !== undefined) msg.toolCallId = callId;
+      const toolName = name ?? call?.name;
+      if (toolName !== undefined) msg.name = toolName;
     }
     return msg;
   });

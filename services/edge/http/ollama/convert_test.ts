@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { FieldError, JsonFields } from "../json_fields.ts";
-import { parseOllamaChat } from "./convert.ts";
+import { parseOllamaChat, parseOllamaGenerate } from "./convert.ts";
 
 const chat = (options: Record<string, unknown>) =>
   parseOllamaChat(
@@ -59,4 +59,55 @@ Deno.test("parseOllamaChat refuses numbers the wire or backend cannot carry, nam
   refused({ temperature: -1 }, "options.temperature", /at least 0/);
   refused({ top_k: 1.5 }, "options.top_k", /must be an integer/);
   refused({ presence_penalty: 3 }, "options.presence_penalty", /at most 2/);
+});
+
+const ollamaChat = (body: Record<string, unknown>) =>
+  parseOllamaChat(
+    new JsonFields({ model: "m", messages: [{ role: "user", content: "x" }], ...body }),
+  );
+
+Deno.test("Ollama's format becomes the run's output format: \"json\" → json_object, a schema → json_schema", () => {
+  assert.deepEqual(ollamaChat({ format: "json" }).input.outputFormat, { type: "json_object" });
+  const schema = { type: "object", properties: { n: { type: "integer" } } };
+  assert.deepEqual(ollamaChat({ format: schema }).input.outputFormat, {
+    type: "json_schema",
+    name: "response",
+    schema,
+  });
+  assert.ok(!("outputFormat" in ollamaChat({}).input));
+  assert.ok(!("outputFormat" in ollamaChat({ format: "" }).input));
+  assert.deepEqual(
+    parseOllamaGenerate(new JsonFields({ model: "m", prompt: "p", format: "json" })).input
+      .outputFormat,
+    { type: "json_object" },
+  );
+  for (const format of ["yaml", 3, ["json"]]) {
+    assert.throws(() => ollamaChat({ format }), (err: unknown) => {
+      assert.ok(err instanceof FieldError);
+      assert.equal(err.param, "format");
+      return true;
+    });
+  }
+});
+
+Deno.test("an Ollama tool result gets the id of the earlier call it answers, by tool_name, else by order", () => {
+  const call = (name: string) => ({ function: { name, arguments: { q: name } } });
+  const req = ollamaChat({
+    messages: [
+      { role: "user", content: "x" },
+      { role: "assistant", content: "", tool_calls: [call("a"), call("b")] },
+      { role: "tool", content: "B", tool_name: "b" },
+      { role: "tool", content: "A" },
+      { role: "assistant", content: "", tool_calls: [call("a")] },
+      { role: "tool", content: "A2", tool_name: "a" },
+      { role: "tool", content: "orphan", tool_name: "c" },
+    ],
+  });
+  const m = req.input.messages;
+  const ids = m[1]!.toolCalls!.map((c) => c.id);
+  assert.equal(new Set([...ids, m[4]!.toolCalls![0]!.id]).size, 3, "call ids are unique");
+  assert.deepEqual([m[2]!.toolCallId, m[2]!.name], [ids[1], "b"]);
+  assert.deepEqual([m[3]!.toolCallId, m[3]!.name], [ids[0], "a"]);
+  assert.deepEqual([m[5]!.toolCallId, m[5]!.name], [m[4]!.toolCalls![0]!.id, "a"]);
+  assert.deepEqual([m[6]!.toolCallId, m[6]!.name], [undefined, "c"]);
 });

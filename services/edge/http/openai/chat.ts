@@ -7,8 +7,10 @@
  */
 import type {
   ChatMessage,
+  OutputFormat,
   RunEvent,
   RunInput,
+  ToolChoice,
   ToolDefinition,
   Usage,
 } from "../../../../shared/run.ts";
@@ -86,6 +88,108 @@ export function parseTools(body: JsonFields, nested: boolean): ToolDefinition[] 
   });
 }
 
+/** OpenAI's rule for a `json_schema` format's name. */
+const SCHEMA_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * A `json_schema` format from its fields (`name`, `description`, `schema`, `strict`): nested
+ * under `response_format.json_schema` in Chat Completions, flat in the Responses `text.format`.
+ */
+export function jsonSchemaFormat(f: JsonFields): OutputFormat {
+  const name = f.requiredString("name");
+  if (!SCHEMA_NAME.test(name)) {
+    f.fail("name", `must be 1 to 64 letters, digits, underscores or dashes: got '${name}'`);
+  }
+  const out: OutputFormat = { type: "json_schema", name };
+  const description = f.string("description");
+  if (description !== undefined) out.description = description;
+  const schema = f.object("schema");
+  if (schema) out.schema = schema.value;
+  const strict = f.boolean("strict");
+  if (strict !== undefined) out.strict = strict;
+  return out;
+}
+
+/**
+ * An output format object (`{type: "text" | "json_object" | "json_schema", ...}`) as a run's
+ * output format; `text` is none. `nested` reads the schema from `json_schema` (Chat
+ * Completions' `response_format`), else from the object itself (the Responses `text.format`).
+ */
+export function outputFormatOf(f: JsonFields, nested: boolean): OutputFormat | undefined {
+  const type = f.requiredString("type");
+  switch (type) {
+    case "text":
+      return undefined;
+    case "json_object":
+      return { type: "json_object" };
+    case "json_schema":
+      if (!nested) return jsonSchemaFormat(f);
+      return jsonSchemaFormat(
+        f.object("json_schema") ?? f.fail("json_schema", "is required when 'type' is json_schema"),
+      );
+    default:
+      f.fail("type", `must be one of text, json_object, json_schema: got '${type}'`);
+  }
+}
+
+const TOOL_CHOICES = ["auto", "none", "required"];
+
+/**
+ * OpenAI's `tool_choice`: `auto`, `none`, `required`, or a function of `tools` to call, given
+ * as `{type: "function", function: {name}}` (`nested`, Chat Completions) or `{type: "function",
+ * name}` (Responses). Other kinds (`allowed_tools`, hosted tools) are refused naming the field.
+ */
+export function parseToolChoice(
+  body: JsonFields,
+  tools: ToolDefinition[],
+  nested: boolean,
+): ToolChoice | undefined {
+  const v = body.value.tool_choice;
+  if (v === undefined || v === null) return undefined;
+  let choice: ToolChoice;
+  if (typeof v === "string") {
+    if (!TOOL_CHOICES.includes(v)) {
+      body.fail(
+        "tool_choice",
+        `must be one of ${TOOL_CHOICES.join(", ")} or a function: got '${v}'`,
+      );
+    }
+    choice = v as ToolChoice;
+  } else {
+    const c = body.object("tool_choice")!;
+    const type = c.requiredString("type");
+    if (type !== "function") {
+      c.fail("type", `'${type}' is not supported; use 'function' (or auto, none, required)`);
+    }
+    const fn = nested ? (c.object("function") ?? c.fail("function", "is required")) : c;
+    const name = fn.requiredString("name");
+    if (!tools.some((t) => t.name === name)) {
+      fn.fail("name", `names no tool in 'tools': got '${name}'`);
+    }
+    choice = { function: name };
+  }
+  if (choice === "required" && tools.length === 0) {
+    body.fail("tool_choice", "is 'required', but the request has no 'tools'");
+  }
+  return choice;
+}
+
+/**
+ * The structured-output and tool-choice fields of a run: `outputFormat`, `toolChoice` and
+ * `parallelToolCalls`, each present only when the client set it.
+ */
+export function choicesOf(
+  format: OutputFormat | undefined,
+  toolChoice: ToolChoice | undefined,
+  parallel: boolean | undefined,
+): Pick<RunInput, "outputFormat" | "toolChoice" | "parallelToolCalls"> {
+  return {
+    ...(format ? { outputFormat: format } : {}),
+    ...(toolChoice !== undefined ? { toolChoice } : {}),
+    ...(parallel !== undefined ? { parallelToolCalls: parallel } : {}),
+  };
+}
+
 /** Options of the request parsers. */
 export interface ParseOptions {
   /** Accept `mock.*` metadata keys (`http.allow_mock_metadata`); default false. */
@@ -118,6 +222,8 @@ export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): 
   if (stop !== undefined) sampling.stop = stop;
   const seed = body.number("seed", SEED_BOUNDS);
   if (seed !== undefined) sampling.seed = seed;
+  const tools = parseTools(body, true);
+  const responseFormat = body.object("response_format");
   return {
     model,
     stream,
@@ -126,11 +232,16 @@ export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): 
       messages,
       prompt: "",
       sampling,
-      tools: parseTools(body, true),
+      tools,
       sessionId: "",
       metadata: metadataOf(body, options),
       timeoutMs: 0,
       wholeAnswer: !stream,
+      ...choicesOf(
+        responseFormat && outputFormatOf(responseFormat, true),
+        parseToolChoice(body, tools, true),
+        body.boolean("parallel_tool_calls"),
+      ),
     },
   };
 }

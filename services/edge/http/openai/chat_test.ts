@@ -136,3 +136,88 @@ Deno.test("chatChunks ends a failed run with an OpenAI error frame and no [DONE]
   });
   assert.ok(!written.some((t) => t.includes("[DONE]")));
 });
+
+/** Asserts that parsing `body` fails with a FieldError about `param` whose message matches. */
+function refusedChat(body: Record<string, unknown>, param: string, problem: RegExp): void {
+  assert.throws(() => parse(body), (err: unknown) => {
+    assert.ok(err instanceof FieldError);
+    assert.equal(err.param, param);
+    assert.match(err.message, problem);
+    return true;
+  });
+}
+
+const user = [{ role: "user", content: "x" }];
+const tools = [{ type: "function", function: { name: "get_weather", parameters: {} } }];
+
+Deno.test("parseChatRequest carries response_format, tool_choice and parallel_tool_calls on the run", () => {
+  const schema = { type: "object", properties: { a: { type: "string" } } };
+  const req = parse({
+    model: "m",
+    messages: user,
+    tools,
+    response_format: { type: "json_schema", json_schema: { name: "answer", schema, strict: true } },
+    tool_choice: { type: "function", function: { name: "get_weather" } },
+    parallel_tool_calls: false,
+  });
+  assert.deepEqual(req.input.outputFormat, {
+    type: "json_schema",
+    name: "answer",
+    schema,
+    strict: true,
+  });
+  assert.deepEqual(req.input.toolChoice, { function: "get_weather" });
+  assert.equal(req.input.parallelToolCalls, false);
+  const json = parse({
+    model: "m",
+    messages: user,
+    tools,
+    response_format: { type: "json_object" },
+    tool_choice: "required",
+  });
+  assert.deepEqual(json.input.outputFormat, { type: "json_object" });
+  assert.equal(json.input.toolChoice, "required");
+  const plain = parse({ model: "m", messages: user, response_format: { type: "text" } });
+  for (const key of ["outputFormat", "toolChoice", "parallelToolCalls"]) {
+    assert.ok(!(key in plain.input), key);
+  }
+});
+
+Deno.test("parseChatRequest refuses a malformed response_format or tool_choice naming the field", () => {
+  const body = (fields: Record<string, unknown>) => ({
+    model: "m",
+    messages: user,
+    tools,
+    ...fields,
+  });
+  refusedChat(body({ response_format: "json" }), "response_format", /must be an object/);
+  refusedChat(body({ response_format: { type: "yaml" } }), "response_format.type", /got 'yaml'/);
+  refusedChat(
+    body({ response_format: { type: "json_schema" } }),
+    "response_format.json_schema",
+    /is required/,
+  );
+  refusedChat(
+    body({ response_format: { type: "json_schema", json_schema: { name: "a b" } } }),
+    "response_format.json_schema.name",
+    /letters, digits/,
+  );
+  refusedChat(
+    body({ response_format: { type: "json_schema", json_schema: { name: "a", schema: "{}" } } }),
+    "response_format.json_schema.schema",
+    /must be an object/,
+  );
+  refusedChat(body({ tool_choice: "always" }), "tool_choice", /got 'always'/);
+  refusedChat(
+    body({ tool_choice: { type: "allowed_tools" } }),
+    "tool_choice.type",
+    /not supported/,
+  );
+  refusedChat(
+    body({ tool_choice: { type: "function", function: { name: "nope" } } }),
+    "tool_choice.function.name",
+    /names no tool in 'tools'/,
+  );
+  refusedChat({ model: "m", messages: user, tool_choice: "required" }, "tool_choice", /no 'tools'/);
+  refusedChat(body({ parallel_tool_calls: "no" }), "parallel_tool_calls", /must be a boolean/);
+});

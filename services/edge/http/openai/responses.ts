@@ -10,7 +10,15 @@ import type { ChatMessage, RunEvent, RunInput, ToolCall, Usage } from "../../../
 import type { RequestMeter } from "../http_metrics.ts";
 import { type JsonFields, MAX_TOKENS_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
-import { contentText, metadataOf, type ParseOptions, parseTools } from "./chat.ts";
+import {
+  choicesOf,
+  contentText,
+  metadataOf,
+  outputFormatOf,
+  type ParseOptions,
+  parseToolChoice,
+  parseTools,
+} from "./chat.ts";
 
 /** A parsed Responses request. */
 export interface ResponsesRequest {
@@ -22,6 +30,8 @@ export interface ResponsesRequest {
   maxOutputTokens: number | null;
   tools: unknown[];
   metadata: Record<string, string>;
+  /** Echoed as the response's `text.format`, `tool_choice` and `parallel_tool_calls`. */
+  echo: { textFormat: unknown; toolChoice: unknown; parallelToolCalls: boolean };
   input: Omit<RunInput, "adapter" | "target">;
 }
 
@@ -81,6 +91,14 @@ export function parseResponsesRequest(
   if (maxOutput !== undefined) sampling.maxTokens = maxOutput;
   const metadata = metadataOf(body, options);
   const stream = body.boolean("stream") ?? false;
+  const tools = parseTools(body, false);
+  const format = body.object("text")?.object("format");
+  const parallel = body.boolean("parallel_tool_calls");
+  const choices = choicesOf(
+    format && outputFormatOf(format, false),
+    parseToolChoice(body, tools, false),
+    parallel,
+  );
   return {
     model,
     stream,
@@ -90,15 +108,21 @@ export function parseResponsesRequest(
     maxOutputTokens: maxOutput ?? null,
     tools: body.array("tools") ?? [],
     metadata,
+    echo: {
+      textFormat: format?.value ?? { type: "text" },
+      toolChoice: body.value.tool_choice ?? "auto",
+      parallelToolCalls: parallel ?? true,
+    },
     input: {
       messages,
       prompt: "",
       sampling,
-      tools: parseTools(body, false),
+      tools,
       sessionId: "",
       metadata,
       timeoutMs: 0,
       wholeAnswer: !stream,
+      ...choices,
     },
   };
 }
@@ -132,13 +156,13 @@ class ResponseShell {
       max_output_tokens: this.req.maxOutputTokens,
       model: this.req.model,
       output,
-      parallel_tool_calls: true,
+      parallel_tool_calls: this.req.echo.parallelToolCalls,
       previous_response_id: null,
       reasoning: { effort: null, summary: null },
       store: false,
       temperature: this.req.temperature,
-      text: { format: { type: "text" } },
-      tool_choice: "auto",
+      text: { format: this.req.echo.textFormat },
+      tool_choice: this.req.echo.toolChoice,
       tools: this.req.tools,
       top_p: this.req.topP,
       truncation: "disabled",

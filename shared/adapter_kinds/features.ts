@@ -1,0 +1,86 @@
+/**
+ * Checks a run against what an adapter kind honours ({@linkcode KindFeatures}, listed per kind
+ * in `catalog.ts`): the Edge refuses a request naming the first field its backend cannot honour,
+ * before dispatch, and a Node's adapter refuses the same run as a backstop. Also maps a run's
+ * `sampling.extra` onto the names one backend reads.
+ * @module
+ */
+import type { RunInput } from "../run.ts";
+import type { KindFeatures } from "./kind.ts";
+
+/** A run field a kind cannot honour, and why. */
+export interface Unhonoured {
+  field: "output_format" | "tool_choice" | "parallel_tool_calls" | "tool_result";
+  /** The message's index, for `tool_result`. */
+  index?: number;
+  /** What the kind cannot do, as the end of a sentence ("cannot constrain output to JSON"). */
+  reason: string;
+}
+
+/** The fields of a run that {@linkcode unhonoured} reads. */
+export type RunFeatures = Pick<
+  RunInput,
+  "outputFormat" | "toolChoice" | "parallelToolCalls" | "messages"
+>;
+
+/** The first field of `run` a kind with `features` cannot honour; undefined when all hold. */
+export function unhonoured(features: KindFeatures, run: RunFeatures): Unhonoured | undefined {
+  const format = run.outputFormat;
+  if (format && !features.outputFormats.includes(format.type)) {
+    return {
+      field: "output_format",
+      reason: features.outputFormats.length === 0
+        ? "cannot constrain output to JSON"
+        : "cannot constrain output to a JSON schema",
+    };
+  }
+  const choice = run.toolChoice;
+  if (choice !== undefined) {
+    const value = typeof choice === "string" ? choice : "function";
+    if (!features.toolChoices.includes(value)) {
+      return {
+        field: "tool_choice",
+        reason: value === "function"
+          ? `cannot force a call of the function '${(choice as { function: string }).function}'`
+          : value === "required"
+          ? "cannot force a tool call"
+          : `cannot honour tool_choice '${value}'`,
+      };
+    }
+  }
+  if (run.parallelToolCalls === false && !features.singleToolCall) {
+    return { field: "parallel_tool_calls", reason: "cannot limit a turn to one tool call" };
+  }
+  if (features.toolResultsById) {
+    const index = run.messages.findIndex((m) => m.role === "tool" && !m.toolCallId);
+    if (index >= 0) {
+      return {
+        field: "tool_result",
+        index,
+        reason: "needs the id of the tool call each tool result answers, and no earlier " +
+          "assistant tool call matches this one",
+      };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * `extra` under the names a backend with `features` reads; keys it has no equivalent for are
+ * returned in `dropped` (for the caller to log), never sent as they are.
+ */
+export function backendExtras(
+  features: KindFeatures,
+  extra: Record<string, unknown> | undefined,
+): { extras: Record<string, unknown>; dropped: string[] } {
+  const extras: Record<string, unknown> = {};
+  const dropped: string[] = [];
+  for (const [key, value] of Object.entries(extra ?? {})) {
+    const name = Object.hasOwn(features.samplingExtras, key)
+      ? features.samplingExtras[key]
+      : undefined;
+    if (name === undefined) dropped.push(key);
+    else extras[name] = value;
+  }
+  return { extras, dropped };
+}

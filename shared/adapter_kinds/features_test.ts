@@ -1,0 +1,67 @@
+import assert from "node:assert/strict";
+import { ADAPTER_KIND_NAMES, kindFeatures } from "./catalog.ts";
+import { backendExtras, type RunFeatures, unhonoured } from "./features.ts";
+
+const run = (fields: Partial<RunFeatures> = {}): RunFeatures => ({ messages: [], ...fields });
+const features = (kind: string) => kindFeatures(kind)!;
+
+Deno.test("every known adapter kind has a feature entry", () => {
+  for (const kind of ADAPTER_KIND_NAMES) assert.ok(kindFeatures(kind), kind);
+  assert.equal(kindFeatures("nope"), undefined);
+  assert.equal(kindFeatures("toString"), undefined);
+});
+
+Deno.test("unhonoured names what each kind cannot do, and passes what it can", () => {
+  const json = run({ outputFormat: { type: "json_object" } });
+  assert.deepEqual(unhonoured(features("cli"), json), {
+    field: "output_format",
+    reason: "cannot constrain output to JSON",
+  });
+  assert.equal(unhonoured(features("mock"), json)?.field, "output_format");
+  for (const kind of ["ollama", "vllm", "openai_compat"]) {
+    assert.equal(unhonoured(features(kind), json), undefined, kind);
+  }
+  assert.deepEqual(unhonoured(features("ollama"), run({ toolChoice: "required" })), {
+    field: "tool_choice",
+    reason: "cannot force a tool call",
+  });
+  assert.deepEqual(unhonoured(features("ollama"), run({ toolChoice: { function: "f" } })), {
+    field: "tool_choice",
+    reason: "cannot force a call of the function 'f'",
+  });
+  assert.equal(unhonoured(features("ollama"), run({ toolChoice: "none" })), undefined);
+  assert.equal(unhonoured(features("ollama"), run({ parallelToolCalls: true })), undefined);
+  assert.equal(
+    unhonoured(features("ollama"), run({ parallelToolCalls: false }))?.field,
+    "parallel_tool_calls",
+  );
+  assert.equal(unhonoured(features("vllm"), run({ toolChoice: "required" })), undefined);
+});
+
+Deno.test("a tool result without a call id is refused only for kinds that need one", () => {
+  const r = run({
+    messages: [{ role: "user", content: "q" }, { role: "tool", content: "a", name: "f" }],
+  });
+  assert.deepEqual(
+    [
+      unhonoured(features("openai_compat"), r)?.field,
+      unhonoured(features("openai_compat"), r)?.index,
+    ],
+    ["tool_result", 1],
+  );
+  assert.equal(unhonoured(features("ollama"), r), undefined);
+});
+
+Deno.test("backendExtras maps extras to each backend's names and reports the rest", () => {
+  const extra = { top_k: 40, repeat_penalty: 1.1, num_ctx: 4096, presence_penalty: 0.5 };
+  assert.deepEqual(backendExtras(features("openai_compat"), extra), {
+    extras: { presence_penalty: 0.5 },
+    dropped: ["top_k", "repeat_penalty", "num_ctx"],
+  });
+  assert.deepEqual(backendExtras(features("vllm"), extra), {
+    extras: { top_k: 40, repetition_penalty: 1.1, presence_penalty: 0.5 },
+    dropped: ["num_ctx"],
+  });
+  assert.deepEqual(backendExtras(features("ollama"), extra), { extras: extra, dropped: [] });
+  assert.deepEqual(backendExtras(features("ollama"), { constructor: 1 }).dropped, ["constructor"]);
+});
