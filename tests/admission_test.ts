@@ -70,7 +70,12 @@ Deno.test("a CLI route under the same load is never queued", async () => {
           {
             name: "cli",
             kind: "cli",
-            profiles: [{ name: "slow", command: "sh", args: ["-c", "sleep 0.3; echo done"] }],
+            profiles: [{
+              name: "slow",
+              command: "sh",
+              args: ["-c", "sleep 0.3; echo done"],
+              max_concurrency: 6,
+            }],
           },
         ],
       }],

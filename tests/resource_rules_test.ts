@@ -1,7 +1,7 @@
 /**
  * Seed 004's resource rules across the Edge and its nodes: a direct run on a provider's
  * adapter+target holds that provider's slot in the pool, CLI profiles show in the status with
- * their runs in flight, a Node refuses no run for its run count, and a reload with a config the
+ * their runs in flight up to each profile's own `max_concurrency`, and a reload with a config the
  * rules forbid keeps the config in force. Real Edge HTTP, node wire and NodeCores.
  */
 import assert from "node:assert/strict";
@@ -20,7 +20,12 @@ const CONFIG = {
       {
         name: "cli",
         kind: "cli",
-        profiles: [{ name: "slow", command: "sh", args: ["-c", "sleep 0.4; echo done"] }],
+        profiles: [{
+          name: "slow",
+          command: "sh",
+          args: ["-c", "sleep 0.4; echo done"],
+          max_concurrency: 3,
+        }],
       },
     ],
   }],
@@ -55,7 +60,7 @@ Deno.test("a direct run holds its provider's pool slot and CLI runs show on thei
     "the pool run queued behind it",
     () => stack.service.pools.stats("a-demo").queued === 1,
   );
-  // CLI runs are never queued, and the node runs them all at once: it has no run-count gate.
+  // CLI runs are never queued: within the profile's limit of 3 the node runs them all at once.
   const cli = [ask("slow-cli"), ask("slow-cli"), ask("slow-cli")];
   await until(
     "three CLI runs in flight",

@@ -1,12 +1,14 @@
 /**
  * Builds the resource-first status snapshot: per node, its providers, then each CLI profile of
  * its CLI adapters, then every other adapter no provider stands for, so that every resource
- * appears once, with the runs in flight on it (pool and direct). A resource whose adapter the
- * connected node refused (its policy, or settings it cannot read) carries the node's reason;
- * one whose adapter (or CLI profile) the node reported unhealthy carries `healthy: false` and
- * the probe's detail.
+ * appears once, with the runs in flight on it (pool and direct) and its limit (`maxConcurrency`:
+ * a provider's or a CLI profile's `max_concurrency`; 0 on an adapter row, whose runs the Edge
+ * does not cap). A resource whose adapter the connected node refused (its policy, or settings it
+ * cannot read) carries the node's reason; one whose adapter (or CLI profile) the node reported
+ * unhealthy carries `healthy: false` and the probe's detail.
  * @module
  */
+import { profileMaxConcurrency } from "../../shared/adapter_kinds/cli.ts";
 import type { NodeRecord } from "./config.ts";
 import type { NodeSession } from "./nodes/registry.ts";
 import type { NodeStatus, ResourceStatus, StatusSnapshot } from "./ports.ts";
@@ -122,6 +124,7 @@ function resourcesOf(
           kind: "profile",
           id: `${a.name}/${profile.name}`,
           target: profile.name,
+          maxConcurrency: profileMaxConcurrency(profile),
           inFlight: inFlight(a.name, profile.name),
           ...healthOf(a.name, profile.name),
         }));

@@ -1,7 +1,8 @@
 /**
  * The Node's own configuration: who it is, where its Edge is, where it keeps history, and its
- * policy (what the adapters the Edge pushes at registration may use on this host; see
- * `policy.ts`). The adapters themselves come from the Edge, not from this file.
+ * policy (what the adapters the Edge pushes at registration may use on this host, and how many
+ * runs it executes at once, `policy.max_active_runs`; see `policy.ts`). The adapters themselves
+ * come from the Edge, not from this file.
  * @module
  */
 import {

@@ -5,11 +5,11 @@
  * and answers node commands. It knows nothing of the wire.
  * @module
  */
-import { IopError, toIopError } from "../../shared/errors.ts";
+import { IopError, OverloadedError, toIopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { RunEvent, RunInput } from "../../shared/run.ts";
 import { cutToBytes, DEFAULT_OUTPUT_CAP_BYTES, utf8Length } from "./output_cap.ts";
-import { applyNodePolicy, type NodePolicy } from "./policy.ts";
+import { applyNodePolicy, maxActiveRuns, type NodePolicy } from "./policy.ts";
 import type {
   Adapter,
   AdapterConfig,
@@ -218,13 +218,21 @@ export class NodeCore {
   }
 
   /**
-   * Resolves the run's adapter, or throws why this Node refuses the run. There is no run-count
-   * gate here: the Edge's provider pools cap providers, and direct (CLI) runs start at once, so
-   * a Node never refuses a run for a limit the Edge cannot see.
+   * Resolves the run's adapter, or throws why this Node refuses the run. The Edge caps providers
+   * and CLI profiles, but the Node does not rely on it: beyond its own `policy.max_active_runs`
+   * it refuses with OVERLOADED (and the CLI adapter caps each profile itself).
    */
   #admit(runId: string, input: RunInput): ReturnType<typeof resolve> {
     if (this.#running.has(runId)) {
       throw new IopError("INVALID_ARGUMENT", `Run '${runId}' is already running`);
+    }
+    const cap = maxActiveRuns(this.#options.policy);
+    if (this.#running.size >= cap) {
+      throw new OverloadedError(
+        `Cannot start run '${runId}' as this node is at its limit: ${this.#running.size} of ` +
+          `policy.max_active_runs ${cap} runs executing`,
+        1,
+      );
     }
     if (!this.#adapters) throw new IopError("UNAVAILABLE", "Node has no configuration yet");
     if (!this.#adapters.get(input.adapter) && Object.hasOwn(this.#refused, input.adapter)) {

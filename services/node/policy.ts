@@ -12,7 +12,11 @@
  *     cwd: [/srv/work, "."]                 # and their subdirectories; "." = the node's own
  *   api_key_env: [OPENAI_API_KEY]           # variables an adapter may read as api_key_env
  *   backend_hosts: [127.0.0.1:11434, ollama] # host:port, or host for any port
+ *   max_active_runs: 64                     # runs executing at once on this node (default 64)
  * ```
+ *
+ * `max_active_runs` caps the runs this node executes at once, whatever its Edge sends: one more
+ * is refused with OVERLOADED. The Edge cannot see this cap; it is the node's own safety net.
  *
  * A node without a `policy` section runs only `mock` adapters. A pushed adapter outside the
  * policy is refused as a whole, with a reason naming the pushed key and the policy key; the
@@ -44,8 +48,25 @@ export interface NodePolicy {
   apiKeyEnv: readonly string[];
   /** `host:port`, or `host` for any port, a model adapter's `base_url` may point at. */
   backendHosts: readonly string[];
+  /**
+   * Most runs executing at once on this node (`max_active_runs`); absent means
+   * {@linkcode DEFAULT_MAX_ACTIVE_RUNS} (read it with {@linkcode maxActiveRuns}).
+   */
+  maxActiveRuns?: number;
   /** True when `node.yaml` has no `policy` section and these are the defaults. */
   isDefault: boolean;
+}
+
+/**
+ * Runs a node executes at once when `policy.max_active_runs` is not set: far above what one
+ * host's CLI profiles (2 each by default) and model providers normally need, low enough that a
+ * runaway or hostile Edge cannot make the node start processes and streams without bound.
+ */
+export const DEFAULT_MAX_ACTIVE_RUNS = 64;
+
+/** The most runs the node executes at once under `policy`. */
+export function maxActiveRuns(policy: NodePolicy): number {
+  return policy.maxActiveRuns ?? DEFAULT_MAX_ACTIVE_RUNS;
 }
 
 /** The policy of a node whose `node.yaml` has no `policy` section: `mock` adapters only. */
@@ -57,7 +78,7 @@ export const DEFAULT_NODE_POLICY: NodePolicy = Object.freeze({
   isDefault: true,
 });
 
-const POLICY_KEYS = ["adapter_kinds", "cli", "api_key_env", "backend_hosts"];
+const POLICY_KEYS = ["adapter_kinds", "cli", "api_key_env", "backend_hosts", "max_active_runs"];
 const CLI_KEYS = ["commands", "cwd"];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Variables the dynamic loader reads: setting one runs code the node never allowed. */
@@ -103,6 +124,9 @@ export function readNodePolicy(root: ConfigReader): NodePolicy {
       }
       return host.port === undefined ? host.host : `${host.host}:${host.port}`;
     }),
+    ...(r.has("max_active_runs")
+      ? { maxActiveRuns: r.number("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS, { min: 1 }) }
+      : {}),
     isDefault: false,
   };
 }
@@ -254,6 +278,7 @@ export function logNodePolicy(logger: Logger, policy: NodePolicy): void {
     cli_cwd: policy.cli.cwd,
     api_key_env: policy.apiKeyEnv,
     backend_hosts: policy.backendHosts,
+    max_active_runs: maxActiveRuns(policy),
   };
   if (policy.isDefault) {
     logger.warn(

@@ -107,7 +107,7 @@ Deno.test("an invalid policy is refused naming the key, the problem and the valu
     [
       { adapter_kind: ["cli"] },
       "node.yaml: policy.adapter_kind: unknown key (known: adapter_kinds, cli, api_key_env, " +
-      "backend_hosts)",
+      "backend_hosts, max_active_runs)",
     ],
     [
       { cli: { command: ["sh"] } },

@@ -73,7 +73,8 @@ export function formatStatus(status: StatusSnapshot): string {
       `${r.adapter}(${r.adapterKind})`,
       r.target || "-",
       r.modelGroup || "-",
-      r.kind === "provider" ? `${r.inFlight}/${r.maxConcurrency}` : String(r.inFlight),
+      // Providers and CLI profiles have a limit; other adapters only a count.
+      r.kind === "adapter" ? String(r.inFlight) : `${r.inFlight}/${r.maxConcurrency}`,
       r.kind === "provider" ? String(r.queued) : "-",
       resourceState(r),
     ])

@@ -75,6 +75,7 @@ Deno.test("every adapter kind survives the wire with its settings, in the config
     cwd: "/tmp",
     timeout_ms: 900,
     description: "",
+    max_concurrency: 2,
   });
   assert.deepEqual(http, {
     base_url: "http://127.0.0.1:11434",

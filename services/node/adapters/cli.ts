@@ -7,7 +7,12 @@
  * profile's arguments; a run that continues a session uses `resumeArgs` when the profile has them.
  * A run with a session continues it unless its metadata {@linkcode SESSION_STATE_KEY} says `new`
  * (the Edge sets it on a session's first turn, so `{session}` is filled from turn one). A session
- * id that starts with `-` is refused, since it would read as an option of the command.
+ * id that starts with `-` is refused, since it would read as an option of the command; so is a
+ * prompt that would start an argument with `-` unless the template puts `--` before it (the
+ * rule is in `cli_args.ts`).
+ *
+ * A profile runs at most its `maxConcurrency` runs at once on this node: one more is refused
+ * with OVERLOADED at once, whatever the Edge believed when it sent it (CLI runs never queue).
  *
  * A run's process starts from a cleared environment: only {@linkcode INHERITED_ENV} (PATH, HOME,
  * LANG, LC_ALL, TZ, TERM, each when the node has it) plus the profile's own `env`, so the node's
@@ -22,7 +27,11 @@
  * `group_reaper.ts`).
  * @module
  */
-import { IopError } from "../../../shared/errors.ts";
+import {
+  CLI_RETRY_AFTER_SECONDS,
+  profileMaxConcurrency,
+} from "../../../shared/adapter_kinds/cli.ts";
+import { IopError, OverloadedError } from "../../../shared/errors.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
 import { SESSION_STATE_KEY } from "../../../shared/run.ts";
 import type {
@@ -35,6 +44,7 @@ import type {
   ExecutionResult,
   ExecutionSpec,
 } from "../ports.ts";
+import { fillArgs } from "./cli_args.ts";
 import { type RecordedGroup, recordGroup } from "./group_reaper.ts";
 import { probeCliProfiles } from "./health.ts";
 import { DEFAULT_KILL_GRACE_MS, type GroupChild, spawnGroup } from "./process_group.ts";
@@ -84,13 +94,6 @@ type StopCause = { kind: "cancel"; reason: unknown } | { kind: "timeout"; ms: nu
 
 /** How much of stderr is kept to quote its last line in a failure message. */
 const STDERR_TAIL_CHARS = 4_096;
-
-/** Replaces the placeholders in one pass, so a prompt containing `{session}` stays as it is. */
-function fillTemplate(template: string[], values: Record<string, string>): string[] {
-  return template.map((arg) =>
-    arg.replace(/\{(prompt|session|node_id)\}/g, (m, key: string) => values[key] ?? m)
-  );
-}
 
 /** The run's time limit: the smaller of the profile's and the spec's, where set (0 = none). */
 function timeLimit(profile: CliProfile, spec: ExecutionSpec): number {
@@ -167,22 +170,25 @@ class OutputTracker {
   }
 }
 
+/** The run's arguments; throws INVALID_ARGUMENT for a value that would read as an option. */
+function argsOf(profile: CliProfile, spec: ExecutionSpec, resume: boolean, nodeId: string) {
+  return fillArgs(
+    resume ? profile.resumeArgs : profile.args,
+    { prompt: effectivePrompt(spec), session: spec.sessionId, node_id: nodeId },
+    { profile: profile.name, command: profile.command, key: resume ? "resume_args" : "args" },
+  );
+}
+
 /** Starts the profile's command in its own process group, its output going to `output`. */
 function spawnProfile(
   profile: CliProfile,
-  spec: ExecutionSpec,
-  run: { resume: boolean; executable: string; nodeId: string },
+  run: { args: string[]; executable: string },
   output: OutputTracker,
   killGraceMs: number,
 ): GroupChild {
-  const args = fillTemplate(run.resume ? profile.resumeArgs : profile.args, {
-    prompt: effectivePrompt(spec),
-    session: spec.sessionId,
-    node_id: run.nodeId,
-  });
   try {
     return spawnGroup(run.executable, {
-      args,
+      args: run.args,
       env: profileEnv(profile),
       cwd: profile.cwd,
       killGraceMs,
@@ -234,6 +240,8 @@ export function createCliAdapter(
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const log = (options.logger ?? createLogger("node.adapter.cli")).with({ adapter: name });
   const running = new Set<Promise<unknown>>();
+  /** Runs executing per profile name, against each profile's `maxConcurrency`. */
+  const active = new Map<string, number>();
   const closing = new AbortController();
 
   /** Records a run's group for reaping; failing to costs that protection only, not the run. */
@@ -268,13 +276,13 @@ export function createCliAdapter(
     }
     const resume = spec.sessionId !== "" && profile.resumeArgs.length > 0 &&
       spec.metadata[SESSION_STATE_KEY] !== "new";
+    const args = argsOf(profile, spec, resume, options.nodeId ?? "");
     const output = new OutputTracker(sink);
     // Looked up on the node's PATH: a PATH in the profile's env does not choose what runs.
     const executable = await resolveCommand(profile.command) ?? profile.command;
     signal.throwIfAborted();
     closing.signal.throwIfAborted();
-    const nodeId = options.nodeId ?? "";
-    const child = spawnProfile(profile, spec, { resume, executable, nodeId }, output, killGraceMs);
+    const child = spawnProfile(profile, { args, executable }, output, killGraceMs);
     const runLog = log.with({ run_id: spec.runId, profile: profile.name, pid: child.pid });
     runLog.debug("cli process started", { resume });
     const recorded = record(child.pid, spec.runId, profile.name, runLog);
@@ -348,7 +356,24 @@ export function createCliAdapter(
           ),
         );
       }
-      const execution = run(profile, spec, sink, signal);
+      const limit = profileMaxConcurrency(profile);
+      const busy = active.get(profile.name) ?? 0;
+      if (busy >= limit) {
+        return Promise.reject(
+          new OverloadedError(
+            `Cannot run CLI profile '${profile.name}' as it is at its limit on this node: ` +
+              `${busy} of max_concurrency ${limit} runs executing`,
+            CLI_RETRY_AFTER_SECONDS,
+          ),
+        );
+      }
+      active.set(profile.name, busy + 1);
+      // The slot frees before the run settles, so whoever sees it end may start the next one.
+      const execution = run(profile, spec, sink, signal).finally(() => {
+        const left = (active.get(profile.name) ?? 1) - 1;
+        if (left > 0) active.set(profile.name, left);
+        else active.delete(profile.name);
+      });
       const tracked = execution.catch(() => {});
       running.add(tracked);
       tracked.finally(() => running.delete(tracked));

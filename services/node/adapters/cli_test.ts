@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { IopError } from "../../../shared/errors.ts";
+import { IopError, OverloadedError } from "../../../shared/errors.ts";
 import { createLogger } from "../../../shared/log.ts";
 import type { CliProfile, EventSink } from "../ports.ts";
 import { cliAdapterFactory, createCliAdapter, INHERITED_ENV } from "./cli.ts";
@@ -478,4 +478,126 @@ test("cliAdapterFactory builds a named CLI adapter and refuses other kinds", () 
     TypeError,
   );
   return Promise.resolve();
+});
+
+const deadline = () => ({ signal: AbortSignal.timeout(5_000) });
+
+/** Starts `n` runs of a profile that prints "up" and then waits to be cancelled. */
+async function startHanging(
+  adapter: ReturnType<typeof createCliAdapter>,
+  target: string,
+  n: number,
+): Promise<{ controller: AbortController; execution: Promise<unknown> }[]> {
+  const runs = [];
+  for (let i = 0; i < n; i++) {
+    const controller = new AbortController();
+    const sink = recorder();
+    const execution = adapter.execute(specFor({ target }), sink, { signal: controller.signal });
+    execution.catch(() => {});
+    await sink.first;
+    runs.push({ controller, execution });
+  }
+  return runs;
+}
+
+async function cancelAll(runs: { controller: AbortController; execution: Promise<unknown> }[]) {
+  for (const r of runs) r.controller.abort(new IopError("CANCELLED", "test over"));
+  await Promise.allSettled(runs.map((r) => r.execution));
+}
+
+test("cli refuses a run beyond its profile's maxConcurrency with OVERLOADED until a slot frees", async () => {
+  const adapter = createCliAdapter("cli", {
+    profiles: [
+      shell("hang", "echo up; sleep 100", { maxConcurrency: 2 }),
+      shell("other", "echo other", { maxConcurrency: 1 }),
+    ],
+  });
+  const runs = await startHanging(adapter, "hang", 2);
+  try {
+    await assert.rejects(
+      // Bounded: were it admitted, the run would end at this deadline and fail the check.
+      adapter.execute(specFor({ target: "hang" }), recorder(), deadline()),
+      (err: unknown) => {
+        assert.ok(err instanceof OverloadedError);
+        assert.equal(err.code, "OVERLOADED");
+        assert.equal(err.retryAfterSeconds, 5);
+        assert.equal(
+          err.message,
+          "Cannot run CLI profile 'hang' as it is at its limit on this node: 2 of " +
+            "max_concurrency 2 runs executing",
+        );
+        return true;
+      },
+    );
+    // The limit is per profile: another profile of the adapter still runs.
+    const other = recorder();
+    await adapter.execute(specFor({ target: "other" }), other, never());
+    assert.equal(other.deltas.join(""), "other\n");
+    // One run ends: its slot takes the next run at once.
+    runs[0]!.controller.abort(new IopError("CANCELLED", "make room"));
+    await assert.rejects(runs[0]!.execution);
+    runs.push(...await startHanging(adapter, "hang", 1));
+  } finally {
+    await cancelAll(runs);
+  }
+});
+
+test("cli runs a profile without maxConcurrency at most twice at once", async () => {
+  const adapter = createCliAdapter("cli", { profiles: [shell("hang", "echo up; sleep 100")] });
+  const runs = await startHanging(adapter, "hang", 2);
+  try {
+    await assert.rejects(
+      // Bounded: were it admitted, the run would end at this deadline and fail the check.
+      adapter.execute(specFor({ target: "hang" }), recorder(), deadline()),
+      (err: unknown) =>
+        err instanceof OverloadedError && /2 of max_concurrency 2/.test(err.message),
+    );
+  } finally {
+    await cancelAll(runs);
+  }
+});
+
+/** Parses its arguments with getopts: `-v` prints a version, the rest are positional. */
+const GETOPTS = 'touch "$MARK"; while getopts p:v o; do case $o in ' +
+  'p) echo "p=$OPTARG";; v) echo "VERSION";; esac; done; ' +
+  'shift $((OPTIND-1)); for a in "$@"; do echo "positional=$a"; done';
+
+test("cli refuses a prompt that would be an option, without spawning; after '--' it is positional", async () => {
+  await using dir = await tempDir();
+  const env = { MARK: `${dir.path}/spawned` };
+  const adapter = createCliAdapter("cli", {
+    profiles: [
+      profile({ name: "unsafe", env, args: ["-c", GETOPTS, "argv", "{prompt}"] }),
+      profile({ name: "safe", env, args: ["-c", GETOPTS, "argv", "--", "{prompt}"] }),
+      profile({ name: "inline", env, args: ["-c", GETOPTS, "argv", "-p", "x{prompt}"] }),
+    ],
+  });
+  for (const prompt of ["-v", "--version", "-rf"]) {
+    await assert.rejects(
+      adapter.execute(specFor({ target: "unsafe", prompt }), recorder(), never()),
+      (err: unknown) => {
+        assert.ok(err instanceof IopError);
+        assert.equal(err.code, "INVALID_ARGUMENT");
+        assert.equal(
+          err.message,
+          "Cannot run CLI profile 'unsafe' as the prompt starts with '-', which 'sh' would " +
+            "read as an option (args[3] is '{prompt}' with no '--' before it)",
+        );
+        return true;
+      },
+    );
+  }
+  await assert.rejects(Deno.stat(env.MARK), Deno.errors.NotFound, "nothing was spawned");
+  const safe = recorder();
+  await adapter.execute(specFor({ target: "safe", prompt: "-v" }), safe, never());
+  assert.equal(safe.deltas.join(""), "positional=-v\n");
+  const inline = recorder();
+  await adapter.execute(specFor({ target: "inline", prompt: "-v" }), inline, never());
+  assert.equal(inline.deltas.join(""), "p=x-v\n");
+  // What the refusal prevents: the same parser reads a bare "-v" as its option.
+  const bare = recorder();
+  await createCliAdapter("cli", {
+    profiles: [profile({ name: "raw", env, args: ["-c", GETOPTS, "argv", "-v"] })],
+  }).execute(specFor({ target: "raw" }), bare, never());
+  assert.equal(bare.deltas.join(""), "VERSION\n");
 });
