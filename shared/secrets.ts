@@ -84,16 +84,6 @@ export function readStoredSecrets(reader: ConfigReader, key: string): string[] {
 }
 
 /**
- * True when `presented` matches any of `stored`; every entry is compared (constant time), so the
- * answer's timing says nothing about which one matched.
- */
-export function matchesAnySecret(presented: string, stored: readonly string[]): boolean {
-  let ok = false;
-  for (const s of stored) ok = secretMatches(presented, s) || ok;
-  return ok;
-}
-
-/**
  * The SHA-256 hex of the secret a stored value stands for, whether stored plain or hashed:
  * equal fingerprints mean the same secret. For load-time duplicate checks and change detection;
  * not constant time, so never for checking what a peer presents.
@@ -117,4 +107,36 @@ export function secretMatches(presented: string, stored: string): boolean {
   const expected = Buffer.from(secretFingerprint(stored), "hex");
   const same = timingSafeEqual(digest(presented), expected);
   return same && presented !== "";
+}
+
+/**
+ * Stored secrets, each standing for a value (a tenant, a named token), looked up by what a peer
+ * presents. The stored digests are decoded once; a lookup hashes the presented secret once and
+ * compares it with every entry in constant time, so its timing says nothing about which matched.
+ */
+export class SecretIndex<T> {
+  readonly #entries: { digest: Buffer; value: T }[];
+
+  /** Throws TypeError on a malformed `sha256:` value (config readers refuse those at load). */
+  constructor(entries: Iterable<readonly [stored: string, value: T]>) {
+    this.#entries = [...entries].map(([stored, value]) => ({
+      digest: Buffer.from(secretFingerprint(stored), "hex"),
+      value,
+    }));
+  }
+
+  /** Number of stored secrets. */
+  get size(): number {
+    return this.#entries.length;
+  }
+
+  /** The value of the secret `presented` matches; undefined for none (and for ""). */
+  find(presented: string): T | undefined {
+    const given = digest(presented);
+    let found: T | undefined;
+    for (const entry of this.#entries) {
+      if (timingSafeEqual(given, entry.digest) && found === undefined) found = entry.value;
+    }
+    return presented === "" ? undefined : found;
+  }
 }

@@ -3,10 +3,10 @@ import { ConfigError, ConfigReader } from "./config.ts";
 import {
   hashSecret,
   isHashedSecret,
-  matchesAnySecret,
   readStoredSecret,
   readStoredSecrets,
   secretFingerprint,
+  SecretIndex,
   secretMatches,
   storedSecretProblem,
 } from "./secrets.ts";
@@ -106,11 +106,18 @@ Deno.test("readStoredSecrets() skips empty entries and names a bad one by its in
   );
 });
 
-Deno.test("matchesAnySecret() finds the secret among plain and hashed entries, and only it", () => {
-  const stored = ["other", S3CRET_HASH, "third"];
-  assert.equal(matchesAnySecret("s3cret", stored), true);
-  assert.equal(matchesAnySecret("third", stored), true);
-  assert.equal(matchesAnySecret("s3cre", stored), false);
-  assert.equal(matchesAnySecret(S3CRET_HASH, stored), false);
-  assert.equal(matchesAnySecret("s3cret", []), false);
+Deno.test("SecretIndex finds the value of a plain or hashed stored secret, nothing for others", () => {
+  const index = new SecretIndex(
+    [
+      ["plain-one", "a"],
+      [hashSecret("hashed-two"), "b"],
+    ] as const,
+  );
+  assert.equal(index.size, 2);
+  assert.equal(index.find("plain-one"), "a");
+  assert.equal(index.find("hashed-two"), "b");
+  assert.equal(index.find(hashSecret("hashed-two")), undefined, "the hash itself is no key");
+  assert.equal(index.find("plain-on"), undefined);
+  assert.equal(index.find(""), undefined);
+  assert.throws(() => new SecretIndex([["sha256:zz", "c"]]), TypeError);
 });

@@ -52,6 +52,7 @@ Deno.test("/help lists every command", async () => {
       "/nodes",
       "/status",
       "/run",
+      "/ask",
       "/cancel",
       "/history",
       "/drain",
@@ -303,4 +304,40 @@ Deno.test("/agents lists domain agents and /agent runs a command with its progre
   const input = new ReadableStream<Uint8Array>({ start: (c) => c.close() });
   await s.ops.serve(input);
   await s.screen.waitFor(/agent deployer: hang cancelled/);
+});
+
+Deno.test("/ask runs a pool model and shows a waiting run's queue position as it moves", async () => {
+  const pooled = {
+    edge: { id: "edge-test" },
+    nodes: [{
+      id: "n1",
+      token: "t1",
+      adapters: [{ name: "mock", kind: "mock", tokens: 6, token_delay_ms: 150 }],
+      providers: [{
+        id: "p1",
+        adapter: "mock",
+        target: "m",
+        model_group: "demo",
+        max_concurrency: 1,
+      }],
+    }],
+    models: [{ name: "demo", route: "pool" }],
+  };
+  await using s = await consoleFor(pooled).then((c) => ({
+    ...c,
+    [Symbol.asyncDispose]: c.stack.close,
+  }));
+  await s.ops.execute("/ask demo first");
+  await s.screen.waitFor(/^run run_\w+ started on n1 \(demo\)$/m);
+  await s.ops.execute("/ask demo second");
+  await s.ops.execute("/ask demo third");
+  // The console answered at once (it keeps taking commands while runs wait).
+  assert.match(s.screen.text, /^queued for demo, position 1$/m);
+  assert.match(s.screen.text, /^queued for demo, position 2$/m);
+  // When the first run ends, the third moves up to position 1 before it starts.
+  const moved = s.screen.text.length;
+  await s.screen.waitFor(/^queued for demo, position 1$/m, 10_000, moved);
+  await s.screen.waitFor(/(\[run_\w{8} completed\][^\n]*\n[\s\S]*){3}/);
+  await s.ops.execute("/ask nope x");
+  assert.match(s.screen.text, /error NOT_FOUND: The model 'nope' does not exist\n$/);
 });

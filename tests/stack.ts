@@ -25,6 +25,7 @@ import {
   parseEdgeConfig,
 } from "../services/edge/config.ts";
 import { createEdgeMetrics } from "../services/edge/edge_metrics.ts";
+import { createTenantMetrics } from "../services/edge/tenants/tenant_metrics.ts";
 import { createPoolMetrics } from "../services/edge/pools/pool_metrics.ts";
 import { createEdgeHttp } from "../services/edge/http/app.ts";
 import { mountSurfaces } from "../services/edge/http/surfaces.ts";
@@ -154,6 +155,7 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
     version: "test",
     metrics,
     poolMetrics: createPoolMetrics(registry),
+    tenantMetrics: createTenantMetrics(registry),
     ...(file ? { loadConfig: () => loadEdgeConfig(file, () => undefined) } : {}),
   });
   const tls = options.tls ?? "server";
@@ -176,6 +178,8 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
       store: options.a2a,
       logger,
       retentionMs: config.a2a.taskRetentionMs,
+      maxTasks: config.a2a.maxTasks,
+      maxTaskBytes: config.a2a.maxTaskBytes,
     });
     tasks.recover();
   }

@@ -10,12 +10,7 @@ import {
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
-import {
-  isHashedSecret,
-  readStoredSecret,
-  readStoredSecrets,
-  secretFingerprint,
-} from "../../shared/secrets.ts";
+import { isHashedSecret, readStoredSecret, secretFingerprint } from "../../shared/secrets.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
 import {
   type DialTlsFiles,
@@ -32,6 +27,7 @@ import {
 } from "../../shared/adapter_kinds/catalog.ts";
 import type { CliProfile } from "../../shared/adapter_kinds/cli.ts";
 import { offers } from "./routing.ts";
+import { readTenants, type TenantRecord } from "./tenants/tenant.ts";
 
 /**
  * An adapter instance a node record declares: its name, and its kind's settings flattened in
@@ -97,7 +93,6 @@ export interface EdgeHttpConfig {
   host: string;
   port: number;
   maxBodyBytes: number;
-  apiKeys: string[];
   /**
    * Extra `Host` names (optionally `name:port`) accepted besides the defaults (bind address,
    * loopback names, the host of `a2a.public_url`; with a wildcard bind also IP literals and
@@ -133,11 +128,26 @@ export interface EdgeConfig {
     /** `control_plane.tls` or `control_plane.insecure_plaintext`. */
     security: LinkSecurity<DialTlsFiles>;
   };
-  /** `storePath`: the SQLite file keeping A2A tasks (default `.iop/<edge id>/a2a.db`). */
-  a2a: { taskRetentionMs: number; publicUrl: string; storePath: string };
+  /**
+   * `storePath`: the SQLite file keeping A2A tasks (default `.iop/<edge id>/a2a.db`);
+   * `maxTasks`: tasks kept at most (oldest finished dropped first; a store full of unfinished
+   * tasks refuses new ones); `maxTaskBytes`: output a task keeps, the rest is cut with a marker.
+   */
+  a2a: {
+    taskRetentionMs: number;
+    publicUrl: string;
+    storePath: string;
+    maxTasks: number;
+    maxTaskBytes: number;
+  };
   nodes: NodeRecord[];
   models: ModelRecord[];
   agents: AgentRecord[];
+  /**
+   * Who may call the public surfaces and within which limits (`tenants/tenant.ts`); the older
+   * `http.api_keys` is the tenant `default`; with no key at all, the one tenant `anonymous`.
+   */
+  tenants: TenantRecord[];
 }
 
 /** Environment variables that override Edge config keys. */
@@ -227,7 +237,6 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       host: http.nonEmpty("host", "127.0.0.1"),
       port: http.number("port", 8080, { min: 0, max: 65535 }),
       maxBodyBytes: http.number("max_body_bytes", 1024 * 1024, { min: 1024 }),
-      apiKeys: readStoredSecrets(http, "api_keys"),
       allowedHosts: readAllowedHosts(http),
       cors: { allowedOrigins: readAllowedOrigins(http.section("cors")) },
       allowMockMetadata: http.boolean("allow_mock_metadata", false),
@@ -251,10 +260,13 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       taskRetentionMs: a2a.number("task_retention_ms", 3_600_000, { min: 1000 }),
       publicUrl: a2a.string("public_url", ""),
       storePath: a2a.nonEmpty("store_path", `.iop/${edge.nonEmpty("id", "edge-local")}/a2a.db`),
+      maxTasks: a2a.number("max_tasks", 10_000, { min: 1 }),
+      maxTaskBytes: a2a.number("max_task_bytes", 1024 * 1024, { min: 1024 }),
     },
     nodes,
     models,
     agents: root.list("agents").map(parseAgent),
+    tenants: readTenants(root, http),
   };
 }
 

@@ -289,7 +289,7 @@ Deno.test("IOP_EDGE_* variables override the file, typed as declared", () => {
     assert.equal(config.http.port, 18080);
     assert.equal(config.wire.port, 17100);
     assert.equal(config.wire.heartbeatIntervalMs, 250);
-    assert.deepEqual(config.http.apiKeys, ["k1", "k2"]);
+    assert.deepEqual(config.tenants.map((t) => [t.name, t.keys]), [["default", ["k1", "k2"]]]);
   });
 });
 
@@ -310,7 +310,7 @@ Deno.test("a node token and API keys may be stored as sha256: hashes", () => {
     http: { api_keys: [key, "plain-key"] },
   }, FILE);
   assert.equal(config.nodes[0]!.token, token);
-  assert.deepEqual(config.http.apiKeys, [key, "plain-key"]);
+  assert.deepEqual(config.tenants[0]!.keys, [key, "plain-key"]);
 });
 
 Deno.test("a malformed sha256: node token or API key is rejected at its key path", () => {

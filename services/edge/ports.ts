@@ -6,6 +6,8 @@
  */
 import type { RunEvent, RunInput, TerminalRunEvent, Usage } from "../../shared/run.ts";
 import type { EdgeConfig, NodeRecord } from "./config.ts";
+import type { TenantLimiter } from "./tenants/limiter.ts";
+import type { QueueShare } from "./tenants/tenant.ts";
 
 /** A run to submit: an `adapter + target` input, optionally pinned to a node or a model group. */
 export interface RunSubmission extends RunInput {
@@ -32,6 +34,17 @@ export interface SubmitOptions {
    * affinity of a model run); otherwise the pool routes as usual.
    */
   preferNode?: string;
+  /**
+   * The tenant the run is for, and its share of a saturated pool: a pool admits waiting runs
+   * round-robin across tenants by weight and priority class. Absent: the Edge's own runs
+   * (console, domain agents), which queue as one more tenant.
+   */
+  tenant?: QueueShare;
+  /**
+   * Called once if the run waits in its pool's queue, with a function that tells its current
+   * 1-based place there (0 once it left the queue), for feedback while it waits.
+   */
+  onQueued?: (position: () => number) => void;
 }
 
 /** A dispatched run. */
@@ -222,6 +235,11 @@ export interface RunGateway {
   status(): StatusSnapshot;
   /** True when runs on `adapter` keep a session on their node (it is a `cli` adapter). */
   keepsSessions(adapter: string): boolean;
+  /**
+   * Each tenant's limits: a surface admits a client's request here (429 when over a limit)
+   * before it submits the request's run, and the run holds the lease until it ends.
+   */
+  readonly tenants: TenantLimiter;
 }
 
 /** What the ops console uses of the service layer: runs and status, plus node commands and reload. */

@@ -35,6 +35,8 @@ import {
   type SessionAffinityOptions,
 } from "./sessions.ts";
 import { buildStatusSnapshot } from "./status.ts";
+import { TenantLimiter } from "./tenants/limiter.ts";
+import type { TenantMetrics } from "./tenants/tenant_metrics.ts";
 
 /** How long a cancelled run may take to confirm before the Edge ends it itself. */
 const CANCEL_GRACE_MS = 5_000;
@@ -54,6 +56,8 @@ export interface EdgeServiceOptions {
   poolMetrics?: PoolMetrics;
   /** Bounds of the session → node map; absent = its defaults (`sessions.ts`). */
   sessionAffinity?: SessionAffinityOptions;
+  /** Per-tenant metrics; absent = not recorded. */
+  tenantMetrics?: TenantMetrics;
 }
 
 /** A node that registered: what the transport hands the service. */
@@ -98,6 +102,8 @@ export class EdgeService implements OpsGateway {
   readonly pools: ProviderPools;
   /** Which node holds each session; consulted by {@linkcode submitRun} (see `sessions.ts`). */
   readonly sessionAffinity: SessionAffinity;
+  /** Each tenant's rate and concurrency limits; surfaces admit a request here first. */
+  readonly tenants: TenantLimiter;
 
   constructor(options: EdgeServiceOptions) {
     this.#config = options.config;
@@ -110,6 +116,10 @@ export class EdgeService implements OpsGateway {
     this.#startedAtMs = this.#now();
     this.#loadConfig = options.loadConfig;
     this.sessionAffinity = new SessionAffinity({ now: this.#now, ...options.sessionAffinity });
+    this.tenants = new TenantLimiter({
+      now: this.#now,
+      ...(options.tenantMetrics ? { metrics: options.tenantMetrics } : {}),
+    });
     this.pools = new ProviderPools({
       config: () => this.#config,
       sessions: () => this.#registry.list(),
@@ -213,6 +223,8 @@ export class EdgeService implements OpsGateway {
    * offers the adapter and target, UNAVAILABLE when none that does is connected. A CLI run
    * gets a session id when it has none; a CLI follow-up goes to the node holding its session
    * or fails with UNAVAILABLE naming it; a model run prefers its session's node (`sessions.ts`).
+   * A CLI run is refused with OVERLOADED when its profile is at `max_concurrency` on every
+   * node that could take it (for a follow-up: on the session's node).
    */
   submitRun(submission: RunSubmission, options: SubmitOptions = {}): Promise<RunHandle> {
     const plan = planSession(this.sessionAffinity, submission, {
@@ -230,9 +242,15 @@ export class EdgeService implements OpsGateway {
       this.#registry.list(),
       this.#store,
       plan.pin ? { ...routed, node: plan.pin } : routed,
-      plan.prefer ? { preferNode: plan.prefer } : {},
+      {
+        ...(plan.prefer ? { preferNode: plan.prefer } : {}),
+        // A CLI profile takes a node only below its max_concurrency there, else OVERLOADED.
+        usage: (node, adapter, target) => this.pools.usage(node, adapter, target),
+        ...(plan.pin && routed.sessionId !== "" ? { heldSession: routed.sessionId } : {}),
+      },
     );
-    // Never queued; counted on its resource (and a provider's slot on the same adapter+target).
+    // Never queued; counted on its resource (and a provider's slot on the same adapter+target)
+    // at once, so the next submission already sees this run in the profile's slots.
     return this.#holding(routed, this.pools.dispatchDirect(session, routed, options));
   }
 

@@ -8,7 +8,11 @@ import { toIopError } from "../../../shared/errors.ts";
 import { runInput } from "../../../shared/run.ts";
 import type { DomainAgents } from "../agents/domain_agents.ts";
 import type { OpsGateway, RunHandle } from "../ports.ts";
+import { resolveModel, submissionFor } from "../http/model_resolver.ts";
 import { formatAgents, formatHistory, formatNodes, formatStatus } from "./format.ts";
+
+/** How often a waiting `/ask` run's queue position is re-read. */
+const QUEUE_FEEDBACK_MS = 1_000;
 
 /** Where the console writes; one call per piece of text. */
 export type ConsoleOutput = (text: string) => void;
@@ -18,6 +22,7 @@ const HELP = `Commands:
   /status                              resource-first status of the group
   /run <adapter> <target> <prompt...>  start a run and stream its output
   /run @<node> <adapter> <target> ...  the same, pinned to one node
+  /ask <model> <prompt...>             run a public model (its pool queue position shown)
   /cancel <run-id>                     cancel a run
   /runs                                runs started from this console that are still going
   /history <node> [limit]              the node's recent runs from its history
@@ -34,6 +39,8 @@ const HELP = `Commands:
 export class OpsConsole {
   readonly #service: OpsGateway;
   readonly #out: ConsoleOutput;
+  /** Whether the last text written ended a line (streamed output may stop mid-line). */
+  #atLineStart = true;
   readonly #agents: DomainAgents | undefined;
   readonly #runs = new Map<string, RunHandle>();
   readonly #streams = new Set<Promise<void>>();
@@ -46,7 +53,11 @@ export class OpsConsole {
    */
   constructor(service: OpsGateway, out: ConsoleOutput, agents?: DomainAgents) {
     this.#service = service;
-    this.#out = out;
+    this.#out = (text) => {
+      if (text === "") return;
+      out(text);
+      this.#atLineStart = text.endsWith("\n");
+    };
     this.#agents = agents;
   }
 
@@ -85,6 +96,9 @@ export class OpsConsole {
           break;
         case "/run":
           await this.#run(trimmed.slice("/run".length).trim());
+          break;
+        case "/ask":
+          this.#ask(trimmed.slice("/ask".length).trim());
           break;
         case "/cancel":
           this.#cancel(args[0]);
@@ -159,6 +173,54 @@ export class OpsConsole {
       this.#streams.delete(stream);
     });
     this.#streams.add(stream);
+  }
+
+  /**
+   * Runs a public model as a client would (through its pool, which may queue it), without
+   * holding the console: while the run waits, its queue position is shown whenever it changes.
+   */
+  #ask(rest: string): void {
+    const match = rest.match(/^(\S+)\s+([\s\S]+)$/);
+    if (!match) {
+      this.#out("usage: /ask <model> <prompt...>\n");
+      return;
+    }
+    const [, name, prompt] = match as unknown as [string, string, string];
+    const model = resolveModel(this.#service.config, name);
+    const { adapter: _a, target: _t, ...input } = runInput({
+      adapter: "",
+      target: "",
+      prompt,
+      messages: [{ role: "user", content: prompt }],
+    });
+    let ticker: ReturnType<typeof setInterval> | undefined;
+    // On a line of its own, even when another run's output stopped mid-line.
+    const show = (position: number) =>
+      this.#out(`${this.#atLineStart ? "" : "\n"}queued for ${model.name}, position ${position}\n`);
+    const onQueued = (position: () => number) => {
+      let shown = position();
+      show(shown);
+      ticker = setInterval(() => {
+        const now = position();
+        if (now > 0 && now !== shown) show(now);
+        shown = now;
+      }, QUEUE_FEEDBACK_MS);
+    };
+    const flow = this.#service.submitRun(submissionFor(model, input), {
+      signal: this.#closing.signal,
+      onQueued,
+    }).finally(() => clearInterval(ticker)).then(
+      (handle) => {
+        this.#runs.set(handle.runId, handle);
+        this.#out(`run ${handle.runId} started on ${handle.nodeId} (${model.name})\n`);
+        return this.#stream(handle).finally(() => this.#runs.delete(handle.runId));
+      },
+      (err) => {
+        const e = toIopError(err);
+        this.#out(`error ${e.code}: ${e.message}\n`);
+      },
+    ).finally(() => this.#streams.delete(flow));
+    this.#streams.add(flow);
   }
 
   async #stream(handle: RunHandle): Promise<void> {

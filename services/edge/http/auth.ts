@@ -1,41 +1,52 @@
 /**
- * Optional bearer API keys for the public surfaces: when the Edge config lists keys, every
- * request must carry `Authorization: Bearer <key>` with one of them; each surface answers a
- * missing or wrong key in its own error shape. A configured key is plain or `sha256:<hex>`.
+ * Who calls the public surfaces: with API keys configured (`tenants`, or the older
+ * `http.api_keys`), every request must carry `Authorization: Bearer <key>`, and the key names
+ * the tenant the request is served as; each surface answers a missing or wrong key in its own
+ * error shape. Without any key, every request is the tenant `anonymous`.
  * @module
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { matchesAnySecret } from "../../../shared/secrets.ts";
+import { tenantDirectory } from "../tenants/directory.ts";
+import type { TenantRecord } from "../tenants/tenant.ts";
 
 /** Options of {@linkcode apiKeyAuth}. */
 export interface ApiKeyAuthOptions {
-  /**
-   * The accepted keys (plain or `sha256:<hex>`), read per request so a config reload applies;
-   * empty = no key needed.
-   */
-  keys: () => readonly string[];
+  /** The tenants of the config in force, read per request so a config reload applies. */
+  tenants: () => readonly TenantRecord[];
   /** Builds the surface's 401 response. */
   unauthorized: (c: Context, message: string) => Response;
 }
 
-/** Middleware that rejects requests without an accepted bearer key. */
+const callers = new WeakMap<Request, TenantRecord>();
+
+/**
+ * The tenant a request passed {@linkcode apiKeyAuth} as. Throws when the route has no such
+ * middleware: serving a request without knowing whose it is would be a bug.
+ */
+export function callerOf(c: Context): TenantRecord {
+  const tenant = callers.get(c.req.raw);
+  if (!tenant) throw new Error(`no caller identified for ${c.req.method} ${c.req.path}`);
+  return tenant;
+}
+
+/** Middleware that identifies the caller's tenant, rejecting requests without an accepted key. */
 export function apiKeyAuth(options: ApiKeyAuthOptions): MiddlewareHandler {
   return async function apiKeyAuthMiddleware(c, next) {
-    const keys = options.keys();
-    if (keys.length === 0) return await next();
-    const header = c.req.header("authorization") ?? "";
-    const match = /^Bearer\s+(.+)$/i.exec(header);
-    if (!match) {
-      return options.unauthorized(
-        c,
-        "You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.",
-      );
+    const directory = tenantDirectory(options.tenants());
+    let tenant = directory.keyless;
+    if (!tenant) {
+      const header = c.req.header("authorization") ?? "";
+      const match = /^Bearer\s+(.+)$/i.exec(header);
+      if (!match) {
+        return options.unauthorized(
+          c,
+          "You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.",
+        );
+      }
+      tenant = directory.identify(match[1]!.trim());
+      if (!tenant) return options.unauthorized(c, "Incorrect API key provided.");
     }
-    const given = match[1]!.trim();
-    // Every key is compared (in constant time), so the time taken does not say which matched.
-    if (!matchesAnySecret(given, keys)) {
-      return options.unauthorized(c, "Incorrect API key provided.");
-    }
+    callers.set(c.req.raw, tenant);
     await next();
   };
 }

@@ -8,6 +8,7 @@ import { IopError } from "../../../shared/errors.ts";
 import type { RunInput } from "../../../shared/run.ts";
 import type { EdgeConfig, ModelRecord } from "../config.ts";
 import type { RunSubmission } from "../ports.ts";
+import { ANONYMOUS_TENANT, mayUseModel, type TenantRecord } from "../tenants/tenant.ts";
 
 /** A public model resolved to its route. */
 export type ResolvedModel =
@@ -20,13 +21,21 @@ function find(config: EdgeConfig, model: string): ModelRecord | undefined {
 
 /**
  * Resolves `model` (a name or an alias; Ollama-style `name:latest` also matches `name`).
- * Throws NOT_FOUND for an unknown model.
+ * Throws NOT_FOUND for an unknown model, and for one `caller` may not use (told apart from
+ * unknown by nothing, so a tenant cannot probe another tenant's models).
  */
-export function resolveModel(config: EdgeConfig, model: string): ResolvedModel {
+export function resolveModel(
+  config: EdgeConfig,
+  model: string,
+  caller?: TenantRecord,
+): ResolvedModel {
   const record = find(config, model) ??
     (model.endsWith(":latest") ? find(config, model.slice(0, -":latest".length)) : undefined);
-  if (!record) {
-    throw new IopError("NOT_FOUND", `The model '${model}' does not exist`);
+  if (!record || (caller && !mayUseModel(caller, record))) {
+    const access = caller && caller.name !== ANONYMOUS_TENANT
+      ? " or you do not have access to it"
+      : "";
+    throw new IopError("NOT_FOUND", `The model '${model}' does not exist${access}`);
   }
   if (record.route === "pool") return { name: record.name, route: "pool", group: record.name };
   return { name: record.name, route: "direct", adapter: record.adapter, target: record.target };
@@ -39,4 +48,9 @@ export function submissionFor(
 ): RunSubmission {
   if (model.route === "pool") return { ...input, adapter: "", target: "", modelGroup: model.group };
   return { ...input, adapter: model.adapter, target: model.target };
+}
+
+/** The models of `config` that `caller` may use, for the model listings. */
+export function modelsFor(config: EdgeConfig, caller: TenantRecord): ModelRecord[] {
+  return config.models.filter((m) => mayUseModel(caller, m));
 }

@@ -5,7 +5,7 @@
  * and fold the run's events into an answer.
  * @module
  */
-import { type ErrorCode, IopError, isErrorCode } from "../../../shared/errors.ts";
+import { type ErrorCode, IopError, isErrorCode, OverloadedError } from "../../../shared/errors.ts";
 import { AsyncQueue } from "../../../shared/async_queue.ts";
 import {
   type FinishReason,
@@ -15,6 +15,11 @@ import {
   type Usage,
 } from "../../../shared/run.ts";
 import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
+import { holdLease } from "../tenants/limiter.ts";
+import type { TenantRecord } from "../tenants/tenant.ts";
+
+/** Retry-After of a run its node refused as overloaded (its own profile or run limits). */
+const NODE_RETRY_AFTER_S = 1;
 
 /**
  * The events of a started run: buffered (and readable one by one, for a whole answer) until a
@@ -54,16 +59,20 @@ export interface StartedRun {
 }
 
 /**
- * Submits the run and waits for its first output (or tool call). Throws the run's error when
- * it fails before that, so the caller can still answer with an error status. The run is
- * cancelled when `signal` aborts.
+ * Admits the request of `caller` within its tenant's limits (throwing a 429-mapped
+ * `TenantLimitError` when over one), submits the run holding that admission until it ends, and
+ * waits for its first output (or tool call). Throws the run's error when it fails before that,
+ * so the caller can still answer with an error status. The run is cancelled when `signal`
+ * aborts.
  */
 export async function startRun(
   service: RunGateway,
   submission: RunSubmission,
   signal: AbortSignal,
+  caller: TenantRecord,
 ): Promise<StartedRun> {
-  const handle = await service.submitRun(submission, { signal });
+  const lease = service.tenants.admit(caller);
+  const handle = await holdLease(lease, service.submitRun(submission, { signal, tenant: lease }));
   const events = new RunTap();
   handle.subscribe((event) => events.push(event));
   await events.answering;
@@ -77,6 +86,8 @@ function toCode(code: string): ErrorCode {
 /** Turns a failed or cancelled terminal event into the error a surface reports. */
 export function errorOf(event: RunEvent): IopError | undefined {
   if (event.type === "failed") {
+    // A node refusing a run for its own limits: the client may retry soon (429 + Retry-After).
+    if (event.code === "OVERLOADED") return new OverloadedError(event.message, NODE_RETRY_AFTER_S);
     return new IopError(toCode(event.code), event.message, { retryable: event.retryable });
   }
   if (event.type === "cancelled") {

@@ -1,3 +1,5 @@
+import { parseEdgeConfig } from "../config.ts";
+import { TenantLimiter } from "../tenants/limiter.ts";
 import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
 import type { RunEvent } from "../../../shared/run.ts";
@@ -43,8 +45,11 @@ function serviceFor(run: FakeRun): RunGateway {
     cancelRun: () => false,
     status: () => undefined as never,
     keepsSessions: () => false,
+    tenants: new TenantLimiter(),
   };
 }
+
+const caller = parseEdgeConfig({}, "edge.yaml").tenants[0]!;
 
 const submission = { adapter: "mock", target: "echo" } as RunSubmission;
 const never = new AbortController().signal;
@@ -80,7 +85,7 @@ Deno.test("startRun waits for the first output and throws a failure that came be
     retryable: true,
     exitCode: 0,
   });
-  await assert.rejects(startRun(serviceFor(failing), submission, never), (err: unknown) => {
+  await assert.rejects(startRun(serviceFor(failing), submission, never, caller), (err: unknown) => {
     assert.ok(err instanceof IopError);
     assert.deepEqual([err.code, err.message, err.retryable], ["OVERLOADED", "backend full", true]);
     return true;
@@ -88,7 +93,9 @@ Deno.test("startRun waits for the first output and throws a failure that came be
 
   const ok = new FakeRun();
   let started = false;
-  const starting = startRun(serviceFor(ok), submission, never).then((r) => (started = true, r));
+  const starting = startRun(serviceFor(ok), submission, never, caller).then((
+    r,
+  ) => (started = true, r));
   ok.emit({ type: "started", nodeId: "node-1", adapter: "mock", target: "echo" });
   await tick();
   assert.equal(started, false, "no answer before the first output");
@@ -100,7 +107,7 @@ Deno.test("startRun waits for the first output and throws a failure that came be
 
 Deno.test("streamBody writes what arrived together as one chunk, later arrivals as their own", async () => {
   const run = new FakeRun();
-  const starting = startRun(serviceFor(run), submission, never);
+  const starting = startRun(serviceFor(run), submission, never, caller);
   run.emit({ type: "output", text: "a" });
   const body = streamBody(await starting, textWriter, () => {});
   const reading = chunksOf(body);
@@ -118,7 +125,7 @@ Deno.test("streamBody writes what arrived together as one chunk, later arrivals 
 
 Deno.test("streamBody cancels the run when the client goes away and ends once", async () => {
   const run = new FakeRun();
-  const starting = startRun(serviceFor(run), submission, never);
+  const starting = startRun(serviceFor(run), submission, never, caller);
   run.emit({ type: "output", text: "a" });
   let ends = 0;
   const body = streamBody(await starting, textWriter, () => ends++);

@@ -21,7 +21,7 @@ export type RunOutputGateway = RunGateway & Pick<OpsGateway, "nodeCommand">;
 /** The API-key guard and the handler of {@linkcode RUN_OUTPUT_PATH}. */
 export function runOutputRoute(service: RunOutputGateway): [MiddlewareHandler, Handler] {
   const auth = apiKeyAuth({
-    keys: () => service.config.http.apiKeys,
+    tenants: () => service.config.tenants,
     unauthorized: (c, message) => c.text(`${message}\n`, 401),
   });
   const handler: Handler = async function runOutput(c) {

@@ -1,8 +1,11 @@
 /**
  * Provider pools: a model group's providers across nodes, each with its own concurrency limit
  * and in-flight/queued accounting. A run goes to the least-loaded eligible provider; when all
- * are full it waits in the pool's bounded FIFO queue (length and wait time), and a full queue
- * answers OVERLOADED at once instead of growing. Only pool routes queue here: CLI and direct
+ * are full it waits in the pool's bounded queue (length and wait time), fair across tenants
+ * (`fair_queue.ts`: FIFO per tenant, turns by weight and priority class). A full queue answers
+ * OVERLOADED at once instead of growing — unless the newcomer's tenant has fewer runs waiting
+ * for its weight than the heaviest tenant, whose newest waiter then gives up its place — and
+ * `Retry-After` estimates when the caller's turn would come from the pool's drain rate. Only pool routes queue here: CLI and direct
  * routes never do, but a direct run on a provider's adapter+target still holds one of that
  * provider's slots ({@linkcode ProviderPools.dispatchDirect}), and every run is counted against
  * the node resource it uses ({@linkcode ProviderPools.usage}) for the status.
@@ -16,9 +19,19 @@ import type { RunHandle, RunSubmission, SubmitOptions } from "../ports.ts";
 import { type Candidate, candidatesOf, providersOf } from "./candidates.ts";
 import type { PoolMetrics } from "./pool_metrics.ts";
 import { PooledRun } from "./pooled_run.ts";
+import { FairQueue } from "./fair_queue.ts";
+import { PRIORITY_CLASSES, type QueueShare } from "../tenants/tenant.ts";
 
 /** Queue limits of a model group without a `models` entry. */
 const DEFAULT_QUEUE = { maxLength: 64, maxWaitMs: 30_000 };
+
+/** The share of runs without a tenant: the Edge's own (console, domain agents). */
+const EDGE_SHARE: QueueShare = {
+  name: "",
+  weight: 1,
+  priority: PRIORITY_CLASSES.indexOf("normal"),
+  maxQueued: 0,
+};
 
 /**
  * The error an aborted admission rejects with: CANCELLED (TIMEOUT for a timeout signal), so a
@@ -54,6 +67,8 @@ interface Admission {
 }
 
 interface Waiter extends Admission {
+  /** The tenant lane this waiter waits in. */
+  share: QueueShare;
   /** Provider whose queued count this waiter is accounted to. */
   preferred: string;
   enqueuedAtMs: number;
@@ -73,7 +88,9 @@ export class ProviderPools {
   readonly #deps: PoolDeps;
   readonly #now: () => number;
   readonly #counters = new Map<string, ProviderCounters>();
-  readonly #queues = new Map<string, Waiter[]>();
+  readonly #queues = new Map<string, FairQueue<Waiter>>();
+  /** Smoothed run duration per pool, for the pool's drain rate in `Retry-After`. */
+  readonly #runMs = new Map<string, number>();
   /** Runs in flight per node resource, pool and direct alike, keyed by {@linkcode usageKey}. */
   readonly #usage = new Map<string, number>();
   readonly #metrics: PoolMetrics | undefined;
@@ -120,7 +137,7 @@ export class ProviderPools {
 
   /** Requests waiting in the queue of `group`. */
   queueDepth(group: string): number {
-    return this.#queues.get(group)?.length ?? 0;
+    return this.#queues.get(group)?.size ?? 0;
   }
 
   /**
@@ -169,29 +186,98 @@ export class ProviderPools {
       );
     }
     // Capacity can appear without a run finishing (a node connects or stops draining): the
-    // waiters take it first, oldest first, before this newcomer is considered.
+    // waiters take it first, in their fair order, before this newcomer is considered.
     this.#pump(group);
-    const queue = this.#queues.get(group) ?? [];
+    const queue = this.#queueOf(group);
     const free = this.#freeFor(candidates, options);
-    if (free && queue.length === 0) {
+    if (free && queue.size === 0) {
       this.#metrics?.admissions.labels(group, "dispatched").inc();
       return this.#start(free, submission, options);
     }
     const limits = this.#limits(group);
-    if (queue.length >= limits.maxLength) {
+    const share = options.tenant ?? EDGE_SHARE;
+    const refusal = this.#roomFor(group, queue, share, limits, candidates);
+    if (refusal) {
       this.#metrics?.admissions.labels(group, "rejected_full").inc();
-      return Promise.reject(
-        new OverloadedError(
-          `Cannot queue for model group '${group}' as its queue is full: ${queue.length} of ${limits.maxLength} waiting`,
-          Math.max(1, Math.ceil(limits.maxWaitMs / 1000 / Math.max(1, limits.maxLength))),
-        ),
+      return Promise.reject(refusal);
+    }
+    return this.#enqueue(admission, share, candidates, limits.maxWaitMs);
+  }
+
+  /**
+   * Makes room in a pool's queue for one more waiter of `share`, or returns why there is none:
+   * the tenant's own `max_queued` is reached, or the queue is full and no other tenant holds
+   * more waiters for its weight (that tenant's newest waiter is displaced otherwise).
+   */
+  #roomFor(
+    group: string,
+    queue: FairQueue<Waiter>,
+    share: QueueShare,
+    limits: { maxLength: number; maxWaitMs: number },
+    candidates: Candidate[],
+  ): OverloadedError | undefined {
+    const retryAfter = () => this.#retryAfter(group, queue, share, limits, candidates);
+    const own = queue.countOf(share.name);
+    if (share.maxQueued > 0 && own >= share.maxQueued) {
+      return new OverloadedError(
+        `Cannot queue for model group '${group}' as tenant '${share.name}' already has ${own} runs waiting, its max_queued`,
+        retryAfter(),
       );
     }
-    return this.#enqueue(admission, candidates, limits.maxWaitMs);
+    if (queue.size < limits.maxLength) return undefined;
+    const heaviest = queue.heaviest();
+    if (heaviest && heaviest.tenant !== share.name && heaviest.load > (own + 1) / share.weight) {
+      const displaced = heaviest.newest;
+      this.#remove(displaced);
+      this.#metrics?.admissions.labels(group, "displaced").inc();
+      displaced.reject(
+        new OverloadedError(
+          `Cannot keep waiting on model group '${group}': its queue is full and tenant '${heaviest.tenant}' holds more than its share of it`,
+          this.#retryAfter(group, queue, displaced.share, limits, candidates),
+        ),
+      );
+      return undefined;
+    }
+    return new OverloadedError(
+      `Cannot queue for model group '${group}' as its queue is full: ${queue.size} of ${limits.maxLength} waiting`,
+      retryAfter(),
+    );
+  }
+
+  /**
+   * Seconds until a new waiter of `share` would likely be admitted: the runs ahead of it
+   * (`FairQueue.ahead`) over the pool's drain rate (its providers' slots per smoothed run
+   * duration), at most the queue's wait limit; before any run finished, a share of that limit.
+   */
+  #retryAfter(
+    group: string,
+    queue: FairQueue<Waiter>,
+    share: QueueShare,
+    limits: { maxLength: number; maxWaitMs: number },
+    candidates: Candidate[],
+  ): number {
+    const ceiling = Math.max(1, Math.ceil(limits.maxWaitMs / 1000));
+    const runMs = this.#runMs.get(group);
+    const slots = candidates.reduce((sum, c) => sum + c.provider.maxConcurrency, 0);
+    if (runMs === undefined || slots === 0) {
+      return Math.max(1, Math.ceil(limits.maxWaitMs / 1000 / Math.max(1, limits.maxLength)));
+    }
+    const seconds = Math.ceil(((queue.ahead(share) + 1) * runMs) / slots / 1000);
+    return Math.min(ceiling, Math.max(1, seconds));
+  }
+
+  #queueOf(group: string): FairQueue<Waiter> {
+    let queue = this.#queues.get(group);
+    if (!queue) {
+      queue = new FairQueue();
+      this.#queues.set(group, queue);
+    }
+    return queue;
   }
 
   #enqueue(
     admission: Admission,
+    share: QueueShare,
     candidates: Candidate[],
     maxWaitMs: number,
   ): Promise<RunHandle> {
@@ -214,6 +300,7 @@ export class ProviderPools {
     }, maxWaitMs);
     const waiter: Waiter = {
       ...admission,
+      share,
       preferred,
       enqueuedAtMs: this.#now(),
       resolve,
@@ -224,10 +311,10 @@ export class ProviderPools {
       },
     };
     signal?.addEventListener("abort", onAbort, { once: true });
-    const queue = this.#queues.get(group) ?? [];
-    queue.push(waiter);
-    this.#queues.set(group, queue);
+    const queue = this.#queueOf(group);
+    queue.push(share, waiter);
     this.#counter(preferred).queued++;
+    options.onQueued?.(() => queue.positionOf(share.name, waiter));
     this.#metrics?.admissions.labels(group, "queued").inc();
     this.#gauges(group, preferred);
     return promise;
@@ -235,14 +322,16 @@ export class ProviderPools {
 
   /** Takes a waiter out of its queue; false when it already left. */
   #remove(waiter: Waiter): boolean {
-    const queue = this.#queues.get(waiter.group);
-    const i = queue?.indexOf(waiter) ?? -1;
-    if (i < 0) return false;
-    queue!.splice(i, 1);
+    if (!this.#queues.get(waiter.group)?.remove(waiter.share.name, waiter)) return false;
+    this.#left(waiter);
+    return true;
+  }
+
+  /** Accounts for a waiter that left its queue (admitted, abandoned or displaced). */
+  #left(waiter: Waiter): void {
     waiter.cleanup();
     this.#counter(waiter.preferred).queued--;
     this.#gauges(waiter.group, waiter.preferred);
-    return true;
   }
 
   /**
@@ -253,17 +342,18 @@ export class ProviderPools {
     for (const group of this.#queues.keys()) this.#pump(group);
   }
 
-  /** Admits waiters, oldest first, while a provider has a free slot. */
+  /** Admits waiters, in their fair order, while a provider has a free slot. */
   #pump(group: string): void {
     const queue = this.#queues.get(group);
-    while (queue && queue.length > 0) {
-      const waiter = queue[0]!;
+    while (queue && queue.size > 0) {
+      const waiter = queue.peek()!;
       const free = this.#freeFor(
         candidatesOf(this.#deps.sessions(), group, waiter.exclude),
         waiter.options,
       );
       if (!free) return;
-      this.#remove(waiter);
+      queue.shift();
+      this.#left(waiter);
       this.#metrics?.queueWait.labels(group).observe((this.#now() - waiter.enqueuedAtMs) / 1000);
       this.#start(free, waiter.submission, waiter.options).then(
         waiter.resolve,
@@ -318,11 +408,18 @@ export class ProviderPools {
     const counter = provider ? this.#counter(provider.id) : undefined;
     if (counter) counter.inFlight++;
     if (provider) this.#gauges(provider.modelGroup, provider.id);
+    const startedAt = this.#now();
     return () => {
       const left = (this.#usage.get(key) ?? 1) - 1;
       if (left > 0) this.#usage.set(key, left);
       else this.#usage.delete(key);
       if (!provider || !counter) return;
+      const runMs = this.#now() - startedAt;
+      const smoothed = this.#runMs.get(provider.modelGroup);
+      this.#runMs.set(
+        provider.modelGroup,
+        smoothed === undefined ? runMs : smoothed * 0.9 + runMs * 0.1,
+      );
       counter.inFlight--;
       this.#gauges(provider.modelGroup, provider.id);
       this.#pump(provider.modelGroup);

@@ -440,3 +440,135 @@ Deno.test("a direct run whose dispatch fails frees what it held", strict, async 
   assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 0, queued: 0 });
   assert.equal(fleet.pools.usage("node-a", "mock"), 0);
 });
+
+// --- fairness across tenants --------------------------------------------------------------------
+
+const tenant = (name: string, weight = 1, maxQueued = 0) => ({
+  name,
+  weight,
+  priority: 1,
+  maxQueued,
+});
+
+Deno.test(
+  "a flooding tenant's burst does not starve a quiet tenant: turns alternate as slots free",
+  strict,
+  async () => {
+    const fleet = new Fleet(
+      fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }], { max_length: 64 }),
+    );
+    const flood = tenant("flood");
+    const quiet = tenant("quiet");
+    await fleet.pools.submit("demo", sub("f-first"), { tenant: flood });
+    const waiting = [];
+    for (let i = 0; i < 20; i++) {
+      waiting.push(track(fleet.pools.submit("demo", sub(`f${i}`), { tenant: flood })));
+    }
+    for (let i = 0; i < 3; i++) {
+      waiting.push(track(fleet.pools.submit("demo", sub(`q${i}`), { tenant: quiet })));
+    }
+    await settle();
+    for (let done = 0; done < 7; done++) {
+      fleet.complete(done);
+      await settle();
+    }
+    // In one global FIFO the quiet tenant would wait behind all 20; fairly, it gets every
+    // other slot: q0, q1 and q2 all ran among the first seven slots that freed up.
+    assert.deepEqual(fleet.prompts.slice(1, 8), ["f0", "q0", "f1", "q1", "f2", "q2", "f3"]);
+    for (let i = 7; i < fleet.sent.length; i++) fleet.complete(i);
+    while (fleet.pools.queueDepth("demo") > 0) {
+      fleet.complete(fleet.sent.length - 1);
+      await settle();
+    }
+    fleet.complete(fleet.sent.length - 1);
+    await Promise.all(waiting.map((w) => w.promise));
+  },
+);
+
+Deno.test(
+  "a full queue gives a quiet tenant a place by displacing the flooding tenant's newest waiter",
+  strict,
+  async () => {
+    const fleet = new Fleet(
+      fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }], { max_length: 3 }),
+    );
+    const flood = tenant("flood");
+    await fleet.pools.submit("demo", sub("running"), { tenant: flood });
+    const floods = ["f0", "f1", "f2"].map((p) =>
+      track(fleet.pools.submit("demo", sub(p), { tenant: flood }))
+    );
+    // The flooder itself gets no more room once the queue is full.
+    await assert.rejects(
+      fleet.pools.submit("demo", sub("f3"), { tenant: flood }),
+      (err) => err instanceof OverloadedError && /queue is full: 3 of 3/.test(err.message),
+    );
+    const quiet = track(fleet.pools.submit("demo", sub("q0"), { tenant: tenant("quiet") }));
+    await assert.rejects(
+      floods[2]!.promise,
+      (err) =>
+        err instanceof OverloadedError && /tenant 'flood' holds more than its share/.test(
+          err.message,
+        ) && err.retryAfterSeconds >= 1,
+    );
+    assert.equal(fleet.pools.queueDepth("demo"), 3);
+    for (let i = 0; i < 3; i++) {
+      fleet.complete(i);
+      await settle();
+    }
+    assert.deepEqual(fleet.prompts, ["running", "f0", "q0", "f1"]);
+    fleet.complete(3);
+    await Promise.all([floods[0]!.promise, floods[1]!.promise, quiet.promise]);
+  },
+);
+
+Deno.test("a tenant's max_queued bounds its waiting runs in each pool", strict, async () => {
+  const fleet = new Fleet(fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }]));
+  const capped = tenant("capped", 1, 2);
+  await fleet.pools.submit("demo", sub("running"), { tenant: capped });
+  const queued = [track(fleet.pools.submit("demo", sub("w0"), { tenant: capped }))];
+  queued.push(track(fleet.pools.submit("demo", sub("w1"), { tenant: capped })));
+  await assert.rejects(
+    fleet.pools.submit("demo", sub("w2"), { tenant: capped }),
+    (err) => err instanceof OverloadedError && /already has 2 runs waiting/.test(err.message),
+  );
+  // Another tenant still queues in the same pool.
+  queued.push(track(fleet.pools.submit("demo", sub("o0"), { tenant: tenant("other") })));
+  await settle();
+  assert.equal(fleet.pools.queueDepth("demo"), 3);
+  for (let i = 0; i < 4; i++) {
+    fleet.complete(i);
+    await settle();
+  }
+  await Promise.all(queued.map((q) => q.promise));
+});
+
+Deno.test(
+  "Retry-After of a full queue follows the pool's drain rate once runs have finished",
+  strict,
+  async () => {
+    const fleet = new Fleet(
+      fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }], {
+        max_length: 2,
+        max_wait_ms: 600_000,
+      }),
+    );
+    const t = tenant("t");
+    await fleet.pools.submit("demo", sub("r0"), { tenant: t });
+    fleet.nowMs += 4_000; // runs take 4 s
+    fleet.complete(0);
+    await settle();
+    await fleet.pools.submit("demo", sub("r1"), { tenant: t });
+    const waiting = [0, 1].map((i) =>
+      track(fleet.pools.submit("demo", sub(`w${i}`), { tenant: t }))
+    );
+    const err = await fleet.pools.submit("demo", sub("w2"), { tenant: t }).catch((e) => e);
+    assert.ok(err instanceof OverloadedError);
+    // Two waiting ahead plus itself, one slot, 4 s per run: about 12 s, not the 600 s cap.
+    assert.equal(err.retryAfterSeconds, 12);
+    for (let i = 1; i < 4; i++) {
+      fleet.complete(i);
+      await settle();
+    }
+    await Promise.all(waiting.map((w) => w.promise));
+  },
+);

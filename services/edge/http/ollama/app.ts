@@ -6,13 +6,15 @@
  */
 import { type Context, Hono } from "hono";
 import { httpStatusOf, OverloadedError, toIopError } from "../../../../shared/errors.ts";
-import { apiKeyAuth } from "../auth.ts";
+import { TenantLimitError } from "../../tenants/limiter.ts";
+import { apiKeyAuth, callerOf } from "../auth.ts";
 import { currentBodyLimit } from "../body_limit.ts";
+import { checkFeatures, type FeatureFields } from "../capabilities.ts";
 import type { Logger } from "../../../../shared/log.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
-import { resolveModel, submissionFor } from "../model_resolver.ts";
+import { modelsFor, resolveModel, submissionFor } from "../model_resolver.ts";
 import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
 import {
   ollamaAnswer,
@@ -31,6 +33,17 @@ export const OLLAMA_BUSY = "server busy, please try again.  maximum pending requ
 /** The Ollama version this surface reports to clients that check it. */
 export const OLLAMA_COMPAT_VERSION = "0.6.4";
 
+/**
+ * How Ollama requests name the fields the capability check refuses; Ollama has no
+ * `tool_choice` or `parallel_tool_calls`, so runs from this surface never carry them.
+ */
+const OLLAMA_FIELDS: FeatureFields = {
+  output_format: "format",
+  tool_choice: "tool_choice",
+  parallel_tool_calls: "parallel_tool_calls",
+  tool_result: (i) => `messages[${i}].tool_name`,
+};
+
 /** Dependencies of {@linkcode createOllamaApp}. */
 export interface OllamaAppDeps {
   service: RunGateway;
@@ -42,6 +55,10 @@ export interface OllamaAppDeps {
 /** Answers with Ollama's `{"error": "..."}` for anything thrown. */
 export function ollamaErrorResponse(c: Context, err: unknown): Response {
   const e = toIopError(err);
+  // A tenant over its limit is told so (429); a full pool looks like a busy Ollama server.
+  if (err instanceof TenantLimitError) {
+    return c.json({ error: err.message }, 429, { "retry-after": String(err.retryAfterSeconds) });
+  }
   if (e.code === "OVERLOADED") {
     const headers: Record<string, string> = {};
     if (err instanceof OverloadedError) headers["retry-after"] = String(err.retryAfterSeconds);
@@ -60,7 +77,7 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
   app.use(
     "*",
     apiKeyAuth({
-      keys: () => service.config.http.apiKeys,
+      tenants: () => service.config.tenants,
       unauthorized: (c) => c.json({ error: "unauthorized" }, 401),
     }),
   );
@@ -80,7 +97,7 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
     const status = service.status();
     const modifiedAt = new Date(status.startedAtMs).toISOString();
     const models = await Promise.all(
-      servableModels(service.config.models, status).map(async (name) => ({
+      servableModels(modelsFor(service.config, callerOf(c)), status).map(async (name) => ({
         name,
         model: name,
         modified_at: modifiedAt,
@@ -111,10 +128,12 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
         options: req.droppedOptions.join(","),
       });
     }
-    const model = resolveModel(service.config, req.model);
+    const model = resolveModel(service.config, req.model, callerOf(c));
+    checkFeatures(service.config, model, req.input, OLLAMA_FIELDS);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
-    const started = await startRun(service, submissionFor(model, req.input), signal);
+    const started = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
     const meter = meterOf(c);
+    meter.model?.(model.name);
     const session = sessionHeaders(req.input.sessionId);
     if (!req.stream) {
       const answer = await collectAnswer(started.events);

@@ -5,12 +5,13 @@
  * @module
  */
 import { Hono } from "hono";
-import { apiKeyAuth } from "../auth.ts";
+import { apiKeyAuth, callerOf } from "../auth.ts";
 import { currentBodyLimit } from "../body_limit.ts";
+import { checkFeatures, type FeatureFields, modelFeatures } from "../capabilities.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
-import { resolveModel, submissionFor } from "../model_resolver.ts";
+import { modelsFor, resolveModel, submissionFor } from "../model_resolver.ts";
 import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
 import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
 import {
@@ -30,6 +31,22 @@ export interface OpenAIAppDeps {
   metrics?: HttpMetrics;
 }
 
+/** How Chat Completions names the fields the capability check refuses. */
+const CHAT_FIELDS: FeatureFields = {
+  output_format: "response_format",
+  tool_choice: "tool_choice",
+  parallel_tool_calls: "parallel_tool_calls",
+  tool_result: (i) => `messages[${i}].tool_call_id`,
+};
+
+/** How the Responses API names them (tool results are `function_call_output` input items). */
+const RESPONSES_FIELDS: FeatureFields = {
+  output_format: "text.format",
+  tool_choice: "tool_choice",
+  parallel_tool_calls: "parallel_tool_calls",
+  tool_result: () => "input",
+};
+
 const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
   "cache-control": "no-cache",
@@ -42,7 +59,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
   const app = new Hono();
   app.use(
     "*",
-    apiKeyAuth({ keys: () => service.config.http.apiKeys, unauthorized: openaiUnauthorized }),
+    apiKeyAuth({ tenants: () => service.config.tenants, unauthorized: openaiUnauthorized }),
   );
   app.use(
     "*",
@@ -65,19 +82,26 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     const created = Math.floor(status.startedAtMs / 1000);
     return c.json({
       object: "list",
-      data: servableModels(service.config.models, status).map((id) => ({
+      data: servableModels(modelsFor(service.config, callerOf(c)), status).map((id) => ({
         id,
         object: "model",
         created,
         owned_by: "iop",
+        capabilities: modelFeatures(service.config, resolveModel(service.config, id)),
       })),
     });
   });
 
   app.get("/models/:model", meterRoute(metrics, "/v1/models/:model"), (c) => {
-    const model = resolveModel(service.config, c.req.param("model"));
+    const model = resolveModel(service.config, c.req.param("model"), callerOf(c));
     const created = Math.floor(service.status().startedAtMs / 1000);
-    return c.json({ id: model.name, object: "model", created, owned_by: "iop" });
+    return c.json({
+      id: model.name,
+      object: "model",
+      created,
+      owned_by: "iop",
+      capabilities: modelFeatures(service.config, model),
+    });
   });
 
   const parseOptions = () => ({ allowMockMetadata: service.config.http.allowMockMetadata });
@@ -85,10 +109,12 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
   app.post("/chat/completions", meterRoute(metrics, "/v1/chat/completions"), json, async (c) => {
     const signal = c.req.raw.signal;
     const req = parseChatRequest(await readJsonBody(c.req.raw), parseOptions());
-    const model = resolveModel(service.config, req.model);
+    const model = resolveModel(service.config, req.model, callerOf(c));
+    checkFeatures(service.config, model, req.input, CHAT_FIELDS);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
-    const run = await startRun(service, submissionFor(model, req.input), signal);
+    const run = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
     const meter = meterOf(c);
+    meter.model?.(model.name);
     const session = sessionHeaders(req.input.sessionId);
     if (!req.stream) {
       const answer = await collectAnswer(run.events);
@@ -107,10 +133,12 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
   app.post("/responses", meterRoute(metrics, "/v1/responses"), json, async (c) => {
     const signal = c.req.raw.signal;
     const req = parseResponsesRequest(await readJsonBody(c.req.raw), parseOptions());
-    const model = resolveModel(service.config, req.model);
+    const model = resolveModel(service.config, req.model, callerOf(c));
+    checkFeatures(service.config, model, req.input, RESPONSES_FIELDS);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
-    const run = await startRun(service, submissionFor(model, req.input), signal);
+    const run = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
     const meter = meterOf(c);
+    meter.model?.(model.name);
     const session = sessionHeaders(req.input.sessionId);
     if (!req.stream) {
       const answer = await collectAnswer(run.events);
