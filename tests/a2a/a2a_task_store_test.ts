@@ -10,6 +10,7 @@ function task(id: string, state: A2aTask["status"]["state"], atMs: number): A2aT
     id,
     contextId: `ctx-${id}`,
     agentId: "echo",
+    owner: "anonymous",
     status: { state, timestampMs: atMs },
     artifacts: [{
       artifactId: `${id}-output`,
@@ -29,6 +30,7 @@ function task(id: string, state: A2aTask["status"]["state"], atMs: number): A2aT
 }
 
 const quiet = createLogger("test", { level: "error" });
+const echo = { agentId: "echo", owner: "anonymous" };
 const noRuns = {
   submitRun: () => Promise.reject(new Error("no runs in this test")),
   cancelRun: () => false,
@@ -47,7 +49,8 @@ Deno.test("the task store keeps tasks with history and artifacts across reopenin
   assert.equal(loaded[0]!.status.state, "completed");
   assert.equal(loaded[0]!.history[0]!.parts[0]!.kind, "text");
   assert.equal(loaded[0]!.artifacts[0]!.artifactId, "t1-output");
-  assert.equal(again.deleteUpdatedBefore(2001), 1);
+  assert.equal(again.loadAll()[0]!.owner, "anonymous");
+  assert.equal(again.deleteFinishedBefore(2001), 1);
   assert.deepEqual(again.loadAll(), []);
   again.close();
   await Deno.remove(dir, { recursive: true });
@@ -71,12 +74,12 @@ Deno.test("recover() marks tasks a previous edge left unfinished failed and drop
     now: () => now,
   });
   assert.equal(manager.recover(), 1);
-  const failed = manager.get("echo", "running")!;
+  const failed = manager.get(echo, "running")!;
   assert.equal(failed.status.state, "failed");
   const reason = failed.status.message!.parts[0]!;
   assert.ok(reason.kind === "text" && /Edge restarted/.test(reason.text));
-  assert.equal(manager.get("echo", "done")!.status.state, "completed");
-  assert.equal(manager.get("echo", "ancient"), undefined);
+  assert.equal(manager.get(echo, "done")!.status.state, "completed");
+  assert.equal(manager.get(echo, "ancient"), undefined);
   manager.close();
 
   const reopened = openA2aTaskStore(path);

@@ -3,22 +3,28 @@
  * envelope strictly (-32700 bad JSON, -32600 wrong shape, -32601 unknown method, -32602 bad
  * params), picks the dialect by method name (1.0 `SendMessage`… or 0.3 `message/send`…; the
  * names never overlap, so a request without `A2A-Version` is answered in 0.3 only when it uses
- * 0.3 names), and answers streams as SSE whose `data:` lines carry the request's id.
+ * 0.3 names), and answers streams as SSE whose `data:` lines carry the request's id. Every
+ * task lookup is scoped to the agent and the calling tenant. A send answers only once its run
+ * was admitted, so a refusal (-32000 Overloaded) comes back as HTTP 429 with `Retry-After`
+ * instead of as a task that fails.
  * @module
  */
 import type { Logger } from "../../../shared/log.ts";
 import type { AgentRecord } from "../config.ts";
+import type { TenantRecord } from "../tenants/tenant.ts";
 import { V03_DIALECT } from "./codec_v03.ts";
 import { V1_DIALECT } from "./codec_v1.ts";
 import type { Dialect } from "./dialect.ts";
 import { isObject } from "./params.ts";
 import { A2aRpcError, invalidParams, RPC_CODE, taskNotFound } from "./rpc_error.ts";
-import type { A2aTaskManager, TaskWatch } from "./task_manager.ts";
+import type { A2aTaskManager, TaskScope, TaskWatch } from "./task_manager.ts";
 import { withHistory } from "./task_model.ts";
 
 /** What the endpoint needs. */
 export interface RpcContext {
   agent: AgentRecord;
+  /** The tenant calling: it sees only the tasks it created. */
+  caller: TenantRecord;
   tasks: A2aTaskManager;
   logger: Logger;
 }
@@ -29,7 +35,10 @@ const SUPPORTED_VERSIONS = /^(0\.3|1\.0|1)(\.\d+)?$/;
 
 function rpcError(id: RpcId, err: A2aRpcError): Response {
   const error = { code: err.code, message: err.message, ...(err.data ? { data: err.data } : {}) };
-  return Response.json({ jsonrpc: "2.0", id, error });
+  const headers: Record<string, string> = err.retryAfterSeconds === undefined
+    ? {}
+    : { "Retry-After": String(err.retryAfterSeconds) };
+  return Response.json({ jsonrpc: "2.0", id, error }, { status: err.httpStatus ?? 200, headers });
 }
 
 /** Answers one JSON-RPC request to `ctx.agent`. */
@@ -102,34 +111,46 @@ async function dispatch(
   ctx: RpcContext,
 ): Promise<Response> {
   const { agent, tasks } = ctx;
+  const scope: TaskScope = { agentId: agent.id, owner: ctx.caller.name };
+  const tenant = { tenant: ctx.caller };
   const ok = (result: unknown) => Response.json({ jsonrpc: "2.0", id, result });
   switch (dialect.methods.get(method)!) {
     case "send": {
       const send = dialect.decodeSend(params);
-      let task = tasks.start(agent, send.message);
-      if (send.blocking) task = await tasks.settled(agent.id, task.id);
+      const started = tasks.start(agent, send.message, tenant);
+      await started.admitted;
+      const task = send.blocking
+        ? await tasks.settled(scope, started.task.id)
+        : tasks.get(scope, started.task.id) ?? started.task;
       return ok(dialect.encodeSendResult(withHistory(task, send.historyLength)));
     }
     case "stream": {
       const send = dialect.decodeSend(params);
-      const task = tasks.start(agent, send.message);
-      return sse(dialect, id, tasks.watch(agent.id, task.id)!);
+      const started = tasks.start(agent, send.message, tenant);
+      const watch = tasks.watch(scope, started.task.id)!;
+      try {
+        await started.admitted;
+      } catch (err) {
+        watch.close();
+        throw err;
+      }
+      return sse(dialect, id, watch);
     }
     case "get": {
       const q = dialect.decodeTaskQuery(params);
-      const task = tasks.get(agent.id, q.id);
+      const task = tasks.get(scope, q.id);
       if (!task) throw taskNotFound(q.id);
       return ok(dialect.encodeTask(withHistory(task, q.historyLength)));
     }
     case "list":
-      return ok(dialect.encodePage(tasks.list(agent.id, dialect.decodeList(params))));
+      return ok(dialect.encodePage(tasks.list(scope, dialect.decodeList(params))));
     case "cancel": {
       const q = dialect.decodeTaskId(params);
-      return ok(dialect.encodeTask(await tasks.cancel(agent.id, q.id)));
+      return ok(dialect.encodeTask(await tasks.cancel(scope, q.id)));
     }
     case "subscribe": {
       const q = dialect.decodeTaskId(params);
-      const watch = tasks.watch(agent.id, q.id);
+      const watch = tasks.watch(scope, q.id);
       if (!watch) throw taskNotFound(q.id);
       return sse(dialect, id, watch);
     }

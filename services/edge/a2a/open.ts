@@ -22,6 +22,8 @@ export async function openA2aTasks(
     store: openA2aTaskStore(path),
     logger,
     retentionMs: config.a2a.taskRetentionMs,
+    maxTasks: config.a2a.maxTasks,
+    maxTaskBytes: config.a2a.maxTaskBytes,
   });
   tasks.recover();
   return tasks;

@@ -16,19 +16,57 @@ export const RPC_CODE = {
   UNSUPPORTED_OPERATION: -32004,
   CONTENT_TYPE_NOT_SUPPORTED: -32005,
   VERSION_NOT_SUPPORTED: -32009,
+  /**
+   * Ours, from JSON-RPC's implementation-defined server-error range: A2A 1.0 has no code for
+   * back-pressure ("not now, retry later"), and reusing one of its codes (-32004
+   * UnsupportedOperation, say) would tell a client to give up instead of retrying.
+   */
+  OVERLOADED: -32000,
 } as const;
+
+/** Why a request was refused with {@linkcode RPC_CODE.OVERLOADED}, in the error's `data`. */
+export type OverloadReason = "tenant_limit" | "store_full" | "overloaded";
 
 /** An error that answers a JSON-RPC request with `code` and `message`. */
 export class A2aRpcError extends Error {
   readonly code: number;
   readonly data: unknown;
+  /** HTTP status of the answer; absent = 200, as JSON-RPC errors usually travel. */
+  readonly httpStatus: number | undefined;
+  /** Seconds for the answer's `Retry-After` header; absent = none. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: number, message: string, data?: unknown) {
+  constructor(
+    code: number,
+    message: string,
+    data?: unknown,
+    http: { status?: number; retryAfterSeconds?: number } = {},
+  ) {
     super(message);
     this.name = "A2aRpcError";
     this.code = code;
     this.data = data;
+    this.httpStatus = http.status;
+    this.retryAfterSeconds = http.retryAfterSeconds;
   }
+}
+
+/**
+ * A -32000 "Overloaded" error answered with HTTP 429 and `Retry-After`: the request was refused
+ * before any work was admitted and may be retried after `retryAfterSeconds`.
+ */
+export function overloaded(
+  message: string,
+  retryAfterSeconds: number,
+  data: { reason: OverloadReason; limit?: string },
+): A2aRpcError {
+  const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+  return new A2aRpcError(
+    RPC_CODE.OVERLOADED,
+    `Overloaded: ${message}`,
+    { ...data, retryAfterSeconds: seconds },
+    { status: 429, retryAfterSeconds: seconds },
+  );
 }
 
 /** A -32602 error naming the offending parameter path. */

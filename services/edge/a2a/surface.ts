@@ -8,10 +8,16 @@
  *
  * A card request with `A2A-Version: 1.x` gets a pure 1.0 card; any other also carries the 0.3
  * fields. Agents are looked up in the config in force, so a reload publishes new ones.
+ *
+ * Cards are public. JSON-RPC is served as the calling tenant: a tenant whose `agents` patterns
+ * do not match the agent gets exactly the 404 an unknown agent gets, so it cannot tell the two
+ * apart; its tasks are its own (`task_manager.ts`).
  * @module
  */
 import type { Logger } from "../../../shared/log.ts";
 import type { AgentRecord, EdgeConfig } from "../config.ts";
+import { tenantDirectory } from "../tenants/directory.ts";
+import { mayUseAgent, type TenantRecord } from "../tenants/tenant.ts";
 import { buildAgentCard } from "./card.ts";
 import { handleRpc } from "./dispatcher.ts";
 import type { A2aTaskManager } from "./task_manager.ts";
@@ -29,8 +35,11 @@ export interface A2aSurfaceOptions {
 export interface A2aSurface {
   /** Serves an agent card; `agentId` absent means the default agent. */
   card(request: Request, agentId?: string): Response;
-  /** Serves a JSON-RPC request; `agentId` absent means the default agent. */
-  rpc(request: Request, agentId?: string): Promise<Response>;
+  /**
+   * Serves a JSON-RPC request of `caller` (the tenant `apiKeyAuth` identified); `agentId`
+   * undefined means the default agent.
+   */
+  rpc(request: Request, agentId: string | undefined, caller: TenantRecord): Promise<Response>;
 }
 
 /** Builds the A2A surface. */
@@ -53,12 +62,12 @@ export function createA2aSurface(options: A2aSurfaceOptions): A2aSurface {
         baseUrl: publicUrl || new URL(request.url).origin,
         version: options.version,
         legacy: !version.startsWith("1"),
-        bearerAuth: options.config().http.apiKeys.length > 0,
+        bearerAuth: tenantDirectory(options.config().tenants).keysRequired,
       }));
     },
-    async rpc(request, agentId) {
+    async rpc(request, agentId, caller) {
       const agent = find(agentId);
-      if (!agent) {
+      if (!agent || !mayUseAgent(caller, agent.id)) {
         return Response.json({
           jsonrpc: "2.0",
           id: null,
@@ -67,6 +76,7 @@ export function createA2aSurface(options: A2aSurfaceOptions): A2aSurface {
       }
       return await handleRpc(request, {
         agent,
+        caller,
         tasks: options.tasks,
         logger: options.logger,
       });

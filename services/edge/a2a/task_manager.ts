@@ -12,17 +12,34 @@
  * (`iopSessionId`, `iopNodeId`), so the store carries them across a restart and
  * {@linkcode A2aTaskManager.recover} re-seeds the Edge's session map. A message whose metadata
  * has `iopOnSessionLost: "start_new"` starts the session anew elsewhere when its node is gone.
+ *
+ * Ownership: a task belongs to the tenant that created it (`owner`), and every lookup is scoped
+ * by agent and owner ({@linkcode TaskScope}), so another tenant's task id is "not found". A
+ * context is scoped the same way: a contextId another tenant uses is, for this caller, a context
+ * it has not used yet, so its message starts a new context of its own with a new session and
+ * never reaches the other tenant's CLI session.
+ *
+ * Bounds: the tenant's limits are checked (`service.tenants.admit`) before a task is created,
+ * and the run holds the lease until it ends. At most `maxTasks` tasks are kept: when full, the
+ * oldest finished ones are dropped first, running ones never; a store full of unfinished tasks
+ * refuses new ones. A task keeps at most `maxTaskBytes` of output (`task_output.ts`). A run
+ * refused at admission (tenant over a limit, CLI profile or pool queue full) answers the send
+ * with a -32000 Overloaded error (HTTP 429) instead of leaving a failed task behind.
  * @module
  */
 import { AsyncQueue } from "../../../shared/async_queue.ts";
-import { toIopError } from "../../../shared/errors.ts";
+import { OverloadedError, toIopError } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import type { AgentRecord } from "../config.ts";
-import type { RunHandle, RunSubmission } from "../ports.ts";
+import type { RunHandle, RunSubmission, SubmitOptions } from "../ports.ts";
 import { newSessionId } from "../sessions.ts";
+import { holdLease, type TenantLease, TenantLimitError } from "../tenants/limiter.ts";
+import type { TenantRecord } from "../tenants/tenant.ts";
 import type { ListParams, TaskPage } from "./dialect.ts";
-import { A2aRpcError, invalidParams, RPC_CODE, taskNotFound } from "./rpc_error.ts";
+import { A2aRpcError, invalidParams, overloaded, RPC_CODE, taskNotFound } from "./rpc_error.ts";
+import { oldestFinished, pageOf } from "./task_page.ts";
+import { type OutputBudget, takeOutput } from "./task_output.ts";
 import type { A2aTaskStore } from "./task_store.ts";
 import {
   type A2aMessage,
@@ -31,17 +48,44 @@ import {
   agentText,
   isFinalState,
   isTerminalState,
+  LEGACY_OWNER,
+  ownedBy,
   promptOf,
   type TaskUpdate,
-  withHistory,
 } from "./task_model.ts";
 
 /** What the task manager needs from the Edge service. */
 export interface RunSubmitter {
-  submitRun(submission: RunSubmission): Promise<RunHandle>;
+  submitRun(submission: RunSubmission, options?: SubmitOptions): Promise<RunHandle>;
   cancelRun(runId: string, reason?: string): boolean;
   /** The Edge's session → node map, re-seeded from stored tasks; absent = not re-seeded. */
   readonly sessionAffinity?: { remember(sessionId: string, nodeId: string, atMs?: number): void };
+  /** Each tenant's limits, admitted before a task is created; absent = no tenant limits. */
+  readonly tenants?: { admit(tenant: TenantRecord): TenantLease };
+}
+
+/** Default of {@linkcode TaskManagerOptions.maxTasks} (`a2a.max_tasks`). */
+export const DEFAULT_MAX_TASKS = 10_000;
+
+/** Default of {@linkcode TaskManagerOptions.maxTaskBytes} (`a2a.max_task_bytes`): 1 MiB. */
+export const DEFAULT_MAX_TASK_BYTES = 1024 * 1024;
+
+/** Which tasks a lookup may see: those of one agent created by one tenant. */
+export interface TaskScope {
+  agentId: string;
+  /** Tenant name of the caller. */
+  owner: string;
+}
+
+/** A task just created by {@linkcode A2aTaskManager.start}. */
+export interface StartedTask {
+  task: A2aTask;
+  /**
+   * Resolves once the task's run was dispatched, is waiting for capacity, or failed for another
+   * reason (the task then ends failed); rejects with a -32000 Overloaded error when the run was
+   * refused at admission (a full CLI profile or pool queue), and the task is then forgotten.
+   */
+  admitted: Promise<void>;
 }
 
 /** Options of {@linkcode A2aTaskManager}. */
@@ -49,8 +93,12 @@ export interface TaskManagerOptions {
   service: RunSubmitter;
   store: A2aTaskStore;
   logger: Logger;
-  /** How long a task stays readable after its last status change. */
+  /** How long a finished task stays readable after its last status change. */
   retentionMs: number;
+  /** Tasks kept at most, finished and running; defaults to {@linkcode DEFAULT_MAX_TASKS}. */
+  maxTasks?: number;
+  /** Output bytes a task keeps; defaults to {@linkcode DEFAULT_MAX_TASK_BYTES}. */
+  maxTaskBytes?: number;
   /** Defaults to Date.now. */
   now?: () => number;
 }
@@ -67,22 +115,40 @@ interface Live {
   task: A2aTask;
   listeners: Set<(update: TaskUpdate) => void>;
   output: string;
+  budget: OutputBudget;
   cancelReason: string | undefined;
   settled: PromiseWithResolvers<void>;
+  /** False until the task's run was admitted; only then is it stored. */
+  accepted: boolean;
+}
+
+/** What {@linkcode A2aTaskManager.start} hands its run. */
+interface PendingRun {
+  agent: AgentRecord;
+  sessionId: string;
+  lease: TenantLease | undefined;
+  admission: PromiseWithResolvers<void>;
 }
 
 const RESTART_REASON = "The Edge restarted while this task was running; its run was lost";
+
+/** Settles after pending promise callbacks ran: refusals at admission are decided by then. */
+const nextTurn = () => new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 0));
 
 /** Creates, runs, watches, lists, cancels and retains A2A tasks. */
 export class A2aTaskManager {
   readonly #tasks = new Map<string, Live>();
   readonly #options: TaskManagerOptions;
   readonly #now: () => number;
+  readonly #maxTasks: number;
+  readonly #maxTaskBytes: number;
   readonly #sweeper: ReturnType<typeof setInterval>;
 
   constructor(options: TaskManagerOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    this.#maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS;
+    this.#maxTaskBytes = options.maxTaskBytes ?? DEFAULT_MAX_TASK_BYTES;
     this.#sweeper = setInterval(() => this.sweep(), Math.min(options.retentionMs, 60_000));
     Deno.unrefTimer(Number(this.#sweeper));
   }
@@ -95,7 +161,8 @@ export class A2aTaskManager {
     this.sweep();
     let failed = 0;
     for (const task of this.#options.store.loadAll()) {
-      const live = this.#live(task);
+      if (typeof task.owner !== "string") task.owner = LEGACY_OWNER;
+      const live = this.#live(task, true);
       const { iopSessionId, iopNodeId } = task.metadata ?? {};
       if (typeof iopSessionId === "string" && typeof iopNodeId === "string") {
         this.#options.service.sessionAffinity?.remember(
@@ -115,6 +182,7 @@ export class A2aTaskManager {
       }
       live.settled.resolve();
     }
+    this.#dropOldestFinished(this.#tasks.size - this.#maxTasks);
     if (failed > 0) {
       this.#options.logger.warn("a2a tasks left unfinished by a previous edge marked failed", {
         count: failed,
@@ -124,14 +192,17 @@ export class A2aTaskManager {
   }
 
   /**
-   * Creates a task for `message` sent to `agent` and starts its run on the next turn, so a
-   * caller may {@linkcode watch} it first. Throws A2A errors for a message that names an
-   * unknown or finished task.
+   * Creates a task of `options.tenant` for `message` sent to `agent` and starts its run on the
+   * next turn, so a caller may {@linkcode watch} it first, then should await
+   * {@linkcode StartedTask.admitted} before answering. Throws A2A errors for a message that
+   * names an unknown, foreign or finished task, and -32000 Overloaded when the tenant is over a
+   * limit or the store is full of unfinished tasks.
    */
-  start(agent: AgentRecord, message: A2aMessage): A2aTask {
+  start(agent: AgentRecord, message: A2aMessage, options: { tenant: TenantRecord }): StartedTask {
+    const scope = { agentId: agent.id, owner: options.tenant.name };
     let contextId = message.contextId;
     if (message.taskId !== "") {
-      const existing = this.#find(agent.id, message.taskId);
+      const existing = this.#find(scope, message.taskId);
       if (!existing) throw taskNotFound(message.taskId);
       if (contextId !== "" && contextId !== existing.task.contextId) {
         throw invalidParams("params.message.contextId", "does not match the task's contextId");
@@ -142,7 +213,9 @@ export class A2aTaskManager {
           "messages; send a new message with its contextId to continue the conversation",
       );
     }
-    const sessionId = (contextId === "" ? undefined : this.#sessionOf(agent.id, contextId)) ??
+    this.#makeRoom();
+    const lease = this.#admit(options.tenant);
+    const sessionId = (contextId === "" ? undefined : this.#sessionOf(scope, contextId)) ??
       newSessionId();
     if (contextId === "") contextId = crypto.randomUUID();
     const id = crypto.randomUUID();
@@ -150,6 +223,7 @@ export class A2aTaskManager {
       id,
       contextId,
       agentId: agent.id,
+      owner: scope.owner,
       status: { state: "submitted", timestampMs: this.#now() },
       artifacts: [],
       history: [{ ...message, taskId: id, contextId }],
@@ -157,35 +231,39 @@ export class A2aTaskManager {
       runId: "",
       metadata: { iopSessionId: sessionId },
     };
-    const live = this.#live(task);
-    this.#options.store.put(task);
+    const live = this.#live(task, false);
+    const admission = Promise.withResolvers<void>();
+    admission.promise.catch(() => {}); // the caller may not wait for it
+    const run = { agent, sessionId, lease, admission };
+    const startNewIfLost = message.metadata?.iopOnSessionLost === "start_new";
     queueMicrotask(() =>
-      this.#execute(live, agent, sessionId, message.metadata?.iopOnSessionLost === "start_new")
-        .catch((err) => {
-          this.#options.logger.error("a2a task broke", { task_id: id, err });
-          this.#finish(live, "failed", `Task failed inside the Edge: ${toIopError(err).message}`);
-        })
+      this.#execute(live, run, startNewIfLost).catch((err) => {
+        this.#options.logger.error("a2a task broke", { task_id: id, err });
+        lease?.finish();
+        this.#accept(live, admission);
+        this.#finish(live, "failed", `Task failed inside the Edge: ${toIopError(err).message}`);
+      })
     );
-    return structuredClone(task);
+    return { task: structuredClone(task), admitted: admission.promise };
   }
 
-  /** A task of `agentId` as it stands, or undefined. */
-  get(agentId: string, id: string): A2aTask | undefined {
-    const live = this.#find(agentId, id);
+  /** A task of `scope` as it stands, or undefined. */
+  get(scope: TaskScope, id: string): A2aTask | undefined {
+    const live = this.#find(scope, id);
     return live ? structuredClone(live.task) : undefined;
   }
 
   /** Waits until the task reaches a final state and returns it. */
-  async settled(agentId: string, id: string): Promise<A2aTask> {
-    const live = this.#find(agentId, id);
+  async settled(scope: TaskScope, id: string): Promise<A2aTask> {
+    const live = this.#find(scope, id);
     if (!live) throw taskNotFound(id);
     await live.settled.promise;
     return structuredClone(live.task);
   }
 
   /** The task as it stands plus its updates until a final state; undefined for unknown ids. */
-  watch(agentId: string, id: string): TaskWatch | undefined {
-    const live = this.#find(agentId, id);
+  watch(scope: TaskScope, id: string): TaskWatch | undefined {
+    const live = this.#find(scope, id);
     if (!live) return undefined;
     const queue = new AsyncQueue<TaskUpdate>();
     const snapshot = structuredClone(live.task);
@@ -205,41 +283,21 @@ export class A2aTaskManager {
     return { snapshot, updates: queue, close };
   }
 
-  /** A page of this agent's tasks, most recently changed first. */
-  list(agentId: string, p: ListParams): TaskPage {
-    const matching = [...this.#tasks.values()].map((l) => l.task).filter((t) =>
-      t.agentId === agentId &&
-      (p.contextId === "" || t.contextId === p.contextId) &&
-      (p.state === undefined || t.status.state === p.state) &&
-      (p.statusTimestampAfterMs === undefined || t.status.timestampMs > p.statusTimestampAfterMs)
-    ).sort((a, b) => b.status.timestampMs - a.status.timestampMs || b.createdAtMs - a.createdAtMs);
-    let offset = 0;
-    if (p.pageToken !== "") {
-      offset = Number.parseInt(p.pageToken, 10);
-      if (!/^\d+$/.test(p.pageToken) || offset > matching.length) {
-        throw invalidParams("params.pageToken", "is not a token this server issued");
-      }
-    }
-    const page = matching.slice(offset, offset + p.pageSize).map((t) => {
-      const out = withHistory(structuredClone(t), p.historyLength);
-      if (!p.includeArtifacts) out.artifacts = [];
-      return out;
-    });
-    const next = offset + page.length;
-    return {
-      tasks: page,
-      nextPageToken: next < matching.length ? String(next) : "",
-      pageSize: p.pageSize,
-      totalSize: matching.length,
-    };
+  /** A page of the tasks of `scope`, most recently changed first. */
+  list(scope: TaskScope, p: ListParams): TaskPage {
+    // A task waiting for admission is not listed: it may yet be refused.
+    const visible = [...this.#tasks.values()].filter((l) =>
+      l.accepted && l.task.agentId === scope.agentId && ownedBy(l.task, scope.owner)
+    ).map((l) => l.task);
+    return pageOf(visible, p);
   }
 
   /**
    * Cancels a task: its run is cancelled on the node (a CLI's process group is killed) and the
    * task is returned once it is `canceled`. -32001 for unknown ids, -32002 for finished tasks.
    */
-  async cancel(agentId: string, id: string): Promise<A2aTask> {
-    const live = this.#find(agentId, id);
+  async cancel(scope: TaskScope, id: string): Promise<A2aTask> {
+    const live = this.#find(scope, id);
     if (!live) throw taskNotFound(id);
     if (isTerminalState(live.task.status.state)) {
       throw new A2aRpcError(
@@ -257,7 +315,10 @@ export class A2aTaskManager {
     return structuredClone(live.task);
   }
 
-  /** Forgets finished tasks older than the retention period, in memory and in the store. */
+  /**
+   * Forgets finished tasks older than the retention period, in memory and in the store; a task
+   * still running is kept however old it is.
+   */
   sweep(): void {
     const cutoff = this.#now() - this.#options.retentionMs;
     for (const [id, live] of this.#tasks) {
@@ -265,7 +326,12 @@ export class A2aTaskManager {
         this.#tasks.delete(id);
       }
     }
-    this.#options.store.deleteUpdatedBefore(cutoff);
+    this.#options.store.deleteFinishedBefore(cutoff);
+  }
+
+  /** Tasks kept now (finished and running, of every tenant). */
+  get size(): number {
+    return this.#tasks.size;
   }
 
   /** Stops the retention sweeper and closes the store. */
@@ -274,75 +340,146 @@ export class A2aTaskManager {
     this.#options.store.close();
   }
 
-  #find(agentId: string, id: string): Live | undefined {
+  #find(scope: TaskScope, id: string): Live | undefined {
     const live = this.#tasks.get(id);
-    return live && live.task.agentId === agentId ? live : undefined;
+    if (!live || live.task.agentId !== scope.agentId || !ownedBy(live.task, scope.owner)) {
+      return undefined;
+    }
+    return live;
   }
 
-  #live(task: A2aTask): Live {
+  /** Admits a run of `tenant` at its limits, or throws -32000 Overloaded naming the limit. */
+  #admit(tenant: TenantRecord): TenantLease | undefined {
+    try {
+      return this.#options.service.tenants?.admit(tenant);
+    } catch (err) {
+      if (!(err instanceof TenantLimitError)) throw err;
+      throw overloaded(err.message, err.retryAfterSeconds, {
+        reason: "tenant_limit",
+        limit: err.limit,
+      });
+    }
+  }
+
+  /** Makes room for one more task, dropping the oldest finished ones; refuses when it cannot. */
+  #makeRoom(): void {
+    const max = this.#maxTasks;
+    this.#dropOldestFinished(this.#tasks.size - max + 1);
+    if (this.#tasks.size < max) return;
+    throw overloaded(
+      `Cannot create a task as the A2A task store is full: all ${this.#tasks.size} tasks ` +
+        `it keeps (a2a.max_tasks = ${max}) are unfinished`,
+      1,
+      { reason: "store_full" },
+    );
+  }
+
+  /** Forgets up to `count` finished tasks, least recently changed first. */
+  #dropOldestFinished(count: number): void {
+    const finished = oldestFinished([...this.#tasks.values()].map((l) => l.task), count);
+    if (finished.length === 0) return;
+    for (const id of finished) this.#tasks.delete(id);
+    try {
+      this.#options.store.delete(finished);
+    } catch (err) {
+      this.#options.logger.error("a2a tasks could not be purged from the store", { err });
+    }
+  }
+
+  #live(task: A2aTask, accepted: boolean): Live {
     const live: Live = {
       task,
       listeners: new Set(),
       output: "",
+      budget: { bytes: 0, truncated: false },
       cancelReason: undefined,
       settled: Promise.withResolvers(),
+      accepted,
     };
     this.#tasks.set(task.id, live);
     return live;
   }
 
-  /** The session of the latest task of `agentId` in `contextId`, if any has one. */
-  #sessionOf(agentId: string, contextId: string): string | undefined {
+  /** The session of the latest task of `scope` in `contextId`, if any has one. */
+  #sessionOf(scope: TaskScope, contextId: string): string | undefined {
     let latest: A2aTask | undefined;
     for (const { task } of this.#tasks.values()) {
-      if (task.agentId !== agentId || task.contextId !== contextId) continue;
+      if (task.agentId !== scope.agentId || task.contextId !== contextId) continue;
+      if (!ownedBy(task, scope.owner)) continue;
       if (typeof task.metadata?.iopSessionId !== "string") continue;
       if (!latest || task.createdAtMs >= latest.createdAtMs) latest = task;
     }
     return latest?.metadata?.iopSessionId as string | undefined;
   }
 
-  async #execute(
-    live: Live,
-    agent: AgentRecord,
-    sessionId: string,
-    startNewIfLost: boolean,
-  ): Promise<void> {
+  async #execute(live: Live, run: PendingRun, startNewIfLost: boolean): Promise<void> {
     const { task } = live;
+    const { agent, sessionId, lease, admission } = run;
     const log = this.#options.logger.with({ task_id: task.id, agent_id: agent.id });
     if (live.cancelReason !== undefined) {
+      lease?.finish();
+      this.#accept(live, admission);
       this.#finish(live, "canceled", live.cancelReason);
       return;
     }
     const prompt = promptOf(task.history[0]!);
+    const submission: RunSubmission = {
+      adapter: agent.adapter,
+      target: agent.target,
+      prompt,
+      messages: [{ role: "user", content: prompt }],
+      sampling: {},
+      tools: [],
+      sessionId,
+      metadata: { a2a_agent_id: agent.id, a2a_task_id: task.id, a2a_context_id: task.contextId },
+      timeoutMs: 0,
+      ...(startNewIfLost ? { onSessionLost: "start_new" as const } : {}),
+    };
+    const submitted = Promise.try(() =>
+      this.#options.service.submitRun(submission, lease ? { tenant: lease } : {})
+    );
+    const pending = lease ? holdLease(lease, submitted) : submitted;
+    // Refusals at admission (a full profile or queue) are decided at once: answer them as such.
+    const early = await Promise.race([
+      pending.then((handle) => ({ handle }), (err: unknown) => ({ err })),
+      nextTurn(),
+    ]);
     let handle: RunHandle;
     try {
-      handle = await this.#options.service.submitRun({
-        adapter: agent.adapter,
-        target: agent.target,
-        prompt,
-        messages: [{ role: "user", content: prompt }],
-        sampling: {},
-        tools: [],
-        sessionId,
-        metadata: { a2a_agent_id: agent.id, a2a_task_id: task.id, a2a_context_id: task.contextId },
-        timeoutMs: 0,
-        ...(startNewIfLost ? { onSessionLost: "start_new" as const } : {}),
-      });
+      if (early && "err" in early) throw early.err;
+      if (!early) this.#accept(live, admission);
+      handle = early ? early.handle : await pending;
     } catch (err) {
       const e = toIopError(err);
+      if (early && e instanceof OverloadedError) {
+        log.debug("a2a task refused at admission", { err: e.message });
+        this.#tasks.delete(task.id);
+        live.settled.resolve();
+        admission.reject(overloaded(e.message, e.retryAfterSeconds, { reason: "overloaded" }));
+        return;
+      }
       log.warn("a2a task could not start its run", { err: e.message, code: e.code });
+      this.#accept(live, admission);
       this.#finish(live, "failed", `Cannot run agent '${agent.id}': ${e.message}`, {
         code: e.code,
       });
       return;
     }
+    this.#accept(live, admission);
     task.runId = handle.runId;
     task.metadata = { iopRunId: handle.runId, iopNodeId: handle.nodeId, iopSessionId: sessionId };
     if (live.cancelReason !== undefined) handle.cancel(live.cancelReason);
     else this.#status(live, { state: "working", timestampMs: this.#now() }, true);
     log.debug("a2a task running", { run_id: handle.runId, node_id: handle.nodeId });
     for await (const event of handle.events()) this.#onRunEvent(live, event);
+  }
+
+  /** The task is taken (its run dispatched, waiting, or failed): store it and let the send answer. */
+  #accept(live: Live, admission: PromiseWithResolvers<void>): void {
+    if (live.accepted) return;
+    live.accepted = true;
+    this.#store(live.task);
+    admission.resolve();
   }
 
   #onRunEvent(live: Live, event: RunEvent): void {
@@ -375,7 +512,8 @@ export class A2aTaskManager {
     }
   }
 
-  #output(live: Live, text: string): void {
+  #output(live: Live, output: string): void {
+    const text = takeOutput(live.budget, output, this.#maxTaskBytes);
     if (text === "") return;
     const { task } = live;
     const artifactId = `${task.id}-output`;
@@ -422,13 +560,7 @@ export class A2aTaskManager {
 
   #status(live: Live, status: A2aStatus, persist: boolean): void {
     live.task.status = status;
-    if (persist) {
-      try {
-        this.#options.store.put(live.task);
-      } catch (err) {
-        this.#options.logger.error("a2a task could not be stored", { task_id: live.task.id, err });
-      }
-    }
+    if (persist && live.accepted) this.#store(live.task);
     this.#emit(live, {
       kind: "status",
       taskId: live.task.id,
@@ -436,6 +568,14 @@ export class A2aTaskManager {
       status,
       final: isFinalState(status.state),
     });
+  }
+
+  #store(task: A2aTask): void {
+    try {
+      this.#options.store.put(task);
+    } catch (err) {
+      this.#options.logger.error("a2a task could not be stored", { task_id: task.id, err });
+    }
   }
 
   #emit(live: Live, update: TaskUpdate): void {

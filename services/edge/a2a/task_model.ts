@@ -3,6 +3,7 @@
  * 1.0 and 0.3 codecs translate it to and from their JSON shapes. Types and small helpers only.
  * @module
  */
+import { ANONYMOUS_TENANT, DEFAULT_TENANT } from "../tenants/tenant.ts";
 
 /** Task states, in A2A 0.3 spelling (the 1.0 codec maps them to `TASK_STATE_*`). */
 export type TaskState =
@@ -61,6 +62,11 @@ export interface A2aTask {
   contextId: string;
   /** The published agent that owns the task. */
   agentId: string;
+  /**
+   * The tenant that created the task; only it may read, cancel, watch or continue the task or
+   * its context. {@linkcode LEGACY_OWNER} for a task stored before tenants existed.
+   */
+  owner: string;
   status: A2aStatus;
   artifacts: A2aArtifact[];
   history: A2aMessage[];
@@ -68,6 +74,20 @@ export interface A2aTask {
   /** The IOP run executing the task; empty before dispatch. */
   runId: string;
   metadata?: Record<string, unknown>;
+}
+
+/**
+ * The owner of tasks stored before tenants existed (the store's migration gives old rows this
+ * value). Such a task belongs to the callers that could reach it then: the tenant
+ * {@linkcode DEFAULT_TENANT} that the older `http.api_keys` stand for, and {@linkcode
+ * ANONYMOUS_TENANT} of an Edge without keys; tenants from the `tenants` list never see it.
+ */
+export const LEGACY_OWNER = "";
+
+/** True when the tenant named `tenant` owns `task` (see {@linkcode LEGACY_OWNER}). */
+export function ownedBy(task: Pick<A2aTask, "owner">, tenant: string): boolean {
+  if (task.owner === LEGACY_OWNER) return tenant === DEFAULT_TENANT || tenant === ANONYMOUS_TENANT;
+  return task.owner === tenant;
 }
 
 /** A change of a task that streams carry. */

@@ -8,7 +8,7 @@ import type { Registry } from "prom-client";
 import type { Logger } from "../../../shared/log.ts";
 import { createA2aSurface } from "../a2a/surface.ts";
 import type { A2aTaskManager } from "../a2a/task_manager.ts";
-import { apiKeyAuth } from "./auth.ts";
+import { apiKeyAuth, callerOf } from "./auth.ts";
 import { currentBodyLimit } from "./body_limit.ts";
 import { createHttpMetrics } from "./http_metrics.ts";
 import { requireJsonBody } from "./json_content_type.ts";
@@ -63,7 +63,8 @@ function mountModelApis(app: Hono, deps: SurfaceDeps): void {
 /**
  * A2A: the default agent's card at `/.well-known/agent-card.json`, each agent's card at
  * `/a2a/<agent-id>/.well-known/agent-card.json`, JSON-RPC at `/a2a/<agent-id>` (`/a2a` serves
- * the default agent). Cards are public; JSON-RPC needs an API key when the config lists keys.
+ * the default agent). Cards are public; JSON-RPC needs an API key when the config lists keys,
+ * and is served as the key's tenant (its agents, its tasks, its limits).
  */
 function mountA2a(app: Hono, deps: SurfaceDeps): void {
   const tasks = deps.a2aTasks;
@@ -81,7 +82,7 @@ function mountA2a(app: Hono, deps: SurfaceDeps): void {
     (c) => a2a.card(c.req.raw, c.req.param("agent")),
   );
   const auth = apiKeyAuth({
-    keys: () => deps.service.config.http.apiKeys,
+    tenants: () => deps.service.config.tenants,
     unauthorized: (c, message) =>
       c.json({ jsonrpc: "2.0", id: null, error: { code: -32600, message } }, 401),
   });
@@ -96,6 +97,12 @@ function mountA2a(app: Hono, deps: SurfaceDeps): void {
       }),
   );
   const json = requireJsonBody();
-  app.post("/a2a", auth, json, limit, (c) => a2a.rpc(c.req.raw));
-  app.post("/a2a/:agent", auth, json, limit, (c) => a2a.rpc(c.req.raw, c.req.param("agent")));
+  app.post("/a2a", auth, json, limit, (c) => a2a.rpc(c.req.raw, undefined, callerOf(c)));
+  app.post(
+    "/a2a/:agent",
+    auth,
+    json,
+    limit,
+    (c) => a2a.rpc(c.req.raw, c.req.param("agent"), callerOf(c)),
+  );
 }
