@@ -12,6 +12,11 @@
  * Both wires run mutual TLS: on first run a fleet CA and a certificate per service are made
  * under `<IOP_UP_DIR>/certs` (as `deno task certs` does); later runs keep them, renewing any
  * that come close to expiry.
+ *
+ * The Control Plane's API and dashboard want a token: on first run an operate token
+ * (`local-operator`) and a read token (`local-viewer`) are made into
+ * `<IOP_UP_DIR>/cp-local/{operate,read}-token` and handed to the Control Plane as
+ * `IOP_CP_ACCESS_TOKENS`, unless that variable is already set; the banner says where they are.
  * @module
  */
 import { ensureFleetCertificates } from "./fleet_certs.ts";
@@ -34,6 +39,31 @@ const certs = await ensureFleetCertificates(`${dir}/certs`, [
   { role: "edge", id: "edge-local" },
   { role: "node", id: "node-1" },
 ], { log: (line) => console.error(`certs: ${line}`) });
+
+/** Reads the token in `file`, or makes a random one there (owner-only) when there is none. */
+async function ensureToken(file: string): Promise<string> {
+  try {
+    const token = (await Deno.readTextFile(file)).trim();
+    if (token !== "") return token;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  const token = `iop-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  await Deno.mkdir(file.slice(0, file.lastIndexOf("/")), { recursive: true });
+  await Deno.writeTextFile(file, `${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+const tokenFiles = {
+  operate: `${dir}/cp-local/operate-token`,
+  read: `${dir}/cp-local/read-token`,
+};
+const ownTokens = Deno.env.get("IOP_CP_ACCESS_TOKENS") === undefined;
+const accessTokens = ownTokens
+  ? `local-operator:operate:${await ensureToken(tokenFiles.operate)},` +
+    `local-viewer:read:${await ensureToken(tokenFiles.read)}`
+  : Deno.env.get("IOP_CP_ACCESS_TOKENS")!;
 
 /** Settings every child gets, so that the three tiers find each other whatever the ports. */
 const childEnv: Record<string, string> = {
@@ -59,6 +89,7 @@ const childEnv: Record<string, string> = {
   IOP_EDGE_CP_ADDRESS: env("IOP_EDGE_CP_ADDRESS", `127.0.0.1:${port.cpWire}`),
   IOP_NODE_HISTORY_PATH: env("IOP_NODE_HISTORY_PATH", `${dir}/node-1/history.db`),
   IOP_CP_AUDIT_PATH: env("IOP_CP_AUDIT_PATH", `${dir}/cp-local/audit.sqlite`),
+  IOP_CP_ACCESS_TOKENS: accessTokens,
   IOP_EDGE_A2A_STORE_PATH: env("IOP_EDGE_A2A_STORE_PATH", `${dir}/edge-local/a2a.db`),
 };
 
@@ -153,6 +184,7 @@ IOP is up on its embedded default.
   Edge           http://127.0.0.1:${port.edgeHttp}   OpenAI /v1, Ollama /api, A2A, /api/iop/status, /metrics
                  node wire :${port.edgeWire}
   Node node-1    http://127.0.0.1:${port.nodeHttp}   /healthz, /readyz, /metrics (adapters: mock, cli)
+${accessHint()}
   Wires          mutual TLS, certificates in ${certs.dir}
   Logs           ${logs}/{cp,edge,node}.log
 ${
@@ -163,6 +195,17 @@ ${
 
 if (interactive) await Deno.stdout.write(new TextEncoder().encode("iop> "));
 await new Promise(() => {});
+
+/** Where the Control Plane's tokens are, and how to use them. */
+function accessHint(): string {
+  if (!ownTokens) return "  CP access      tokens from IOP_CP_ACCESS_TOKENS";
+  return [
+    `  CP access      operate token (local-operator, paste into the dashboard) in ${tokenFiles.operate}`,
+    `                 read token (local-viewer) in ${tokenFiles.read}`,
+    `                 curl -H "authorization: Bearer $(cat ${tokenFiles.read})" ` +
+    `http://127.0.0.1:${port.cpHttp}/edges`,
+  ].join("\n");
+}
 
 async function waitReady(url: string, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;

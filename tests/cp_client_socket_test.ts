@@ -11,7 +11,7 @@ import {
   EdgeSelectorSchema,
 } from "../proto/gen/iop/v1/control_pb.ts";
 import { startControlPlane } from "../services/cp/control_plane.ts";
-import { startCpEdge, testCpConfig } from "./cp_harness.ts";
+import { startCpEdge, TEST_OPERATE_TOKEN, TEST_READ_TOKEN, testCpConfig } from "./cp_harness.ts";
 import { until } from "./util.ts";
 import { quiet } from "./stack.ts";
 
@@ -48,7 +48,7 @@ async function openClient(url: string) {
   };
 }
 
-Deno.test("a binary /client session gets fleet status, needs an admin token to command, and streams per-edge results", async () => {
+Deno.test("a binary /client session gets fleet status, needs an operate token to command, and streams per-edge results", async () => {
   await using cp = await startControlPlane(await testCpConfig(":memory:"), { logger: quiet("cp") });
   await using _edge = await startCpEdge({ edgeId: "edge-ws", cpAddress: cp.wireAddress });
   await until("edge status", () => cp.registry.get("edge-ws")?.status ? true : undefined);
@@ -56,20 +56,23 @@ Deno.test("a binary /client session gets fleet status, needs an admin token to c
   const before = await openClient(cp.httpUrl);
   const early = await before.call({ case: "statusRequest", value: {} });
   assert.equal(early.msg.case, "error");
-  assert.equal(early.msg.value?.code, "INVALID_ARGUMENT", "hello comes first");
-  const readOnly = await before.call({ case: "hello", value: { clientName: "viewer" } });
+  assert.equal(early.msg.value?.code, "UNAUTHENTICATED", "hello with a token comes first");
+  const readOnly = await before.call({
+    case: "hello",
+    value: { clientName: "viewer", credential: TEST_READ_TOKEN },
+  });
   assert.equal(readOnly.msg.case === "helloAck" && readOnly.msg.value.canCommand, false);
   const denied = await before.call({
     case: "submitCommand",
     value: { edges: { all: true }, command: { kind: { case: "reload", value: {} } } },
   });
-  assert.equal(denied.msg.case === "error" && denied.msg.value.code, "UNAUTHENTICATED");
+  assert.equal(denied.msg.case === "error" && denied.msg.value.code, "PERMISSION_DENIED");
   await before.close();
 
   const client = await openClient(cp.httpUrl);
   const ack = await client.call({
     case: "hello",
-    value: { clientName: "ops-app", credential: "test-admin-token" },
+    value: { clientName: "ops-app", credential: TEST_OPERATE_TOKEN },
   });
   assert.equal(ack.msg.case === "helloAck" && ack.msg.value.canCommand, true);
   client.send({ case: "subscribe", value: {} });

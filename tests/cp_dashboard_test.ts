@@ -1,12 +1,19 @@
 /**
- * The fleet dashboard in a real headless Chromium: it shows two attached edges side by side with
- * their nodes and agents, and a fleet command issued from its form comes back with a result per
- * edge.
+ * The fleet dashboard in a real headless Chromium: it asks for a token and shows nothing
+ * without one, refuses a wrong one clearly, shows two attached edges side by side with their
+ * nodes and agents for a read token (command form disabled), and with an operate token a fleet
+ * command issued from its form comes back with a result per edge, audited under the token's name.
  */
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 import { startControlPlane } from "../services/cp/control_plane.ts";
-import { startCpEdge, testCpConfig } from "./cp_harness.ts";
+import {
+  startCpEdge,
+  TEST_OPERATE_TOKEN,
+  TEST_OPERATOR,
+  TEST_READ_TOKEN,
+  testCpConfig,
+} from "./cp_harness.ts";
 import { until } from "./util.ts";
 import { quiet } from "./stack.ts";
 
@@ -20,7 +27,7 @@ const CHROMIUM_ARGS = [
   "--disable-sync",
 ];
 
-Deno.test("the dashboard shows both edges and a fleet command's per-edge results", async () => {
+Deno.test("the dashboard wants a token, is read-only with a read token, and shows a fleet command's per-edge results with an operate token", async () => {
   await using cp = await startControlPlane(await testCpConfig(":memory:"), { logger: quiet("cp") });
   await using _a = await startCpEdge({ edgeId: "edge-a", cpAddress: cp.wireAddress });
   await using _b = await startCpEdge({ edgeId: "edge-b", cpAddress: cp.wireAddress });
@@ -41,6 +48,20 @@ Deno.test("the dashboard shows both edges and a fleet command's per-edge results
   try {
     const page = browser.pages()[0] ?? await browser.newPage();
     await page.goto(cp.httpUrl + "/");
+    const token = page.locator("#token");
+    const useToken = async (value: string) => {
+      await token.fill(value);
+      await token.dispatchEvent("change");
+    };
+    await page.locator("#access", { hasText: "Paste a Control Plane access token" }).waitFor();
+    assert.equal(await page.locator("#edges .edge").count(), 0, "no fleet data without a token");
+
+    await useToken("not-a-token");
+    await page.locator("#access", { hasText: "Token refused" }).waitFor();
+    assert.match(await page.locator("#access").innerText(), /token is not valid/);
+    assert.equal(await page.locator("#edges .edge").count(), 0);
+
+    await useToken(TEST_READ_TOKEN);
     const cards = page.locator("#edges .edge");
     await cards.nth(1).waitFor({ timeout: 10_000 });
     assert.deepEqual(
@@ -55,10 +76,17 @@ Deno.test("the dashboard shows both edges and a fleet command's per-edge results
     assert.match(await cardA.innerText(), /provider edge-a-node-demo → demo/);
     assert.match(await cardA.locator('.agent[data-agent-id="deployer"]').innerText(), /ready/);
 
-    // Read-only until an admin token is given; the token reconnects the socket.
-    await page.locator("#token").fill("test-admin-token");
-    await page.locator("#token").dispatchEvent("change");
+    // A read token: read-only, the form disabled with a hint.
+    await page.locator("#link").filter({ hasText: "read-only" }).waitFor();
+    assert.equal(await page.locator("#submit-command").isDisabled(), true);
+    assert.match(await page.locator("#command-hint").innerText(), /role operate/);
+    // The token survives a reload of the tab (sessionStorage), not just the socket.
+    await page.reload();
+    await page.locator("#link").filter({ hasText: "read-only" }).waitFor();
+
+    await useToken(TEST_OPERATE_TOKEN);
     await page.locator("#link").filter({ hasText: "commands enabled" }).waitFor();
+    assert.equal(await page.locator("#submit-command").isDisabled(), false);
 
     await page.locator('select[name="kind"]').selectOption("agent");
     await page.locator('input[name="a"]').fill("deployer");
@@ -74,6 +102,9 @@ Deno.test("the dashboard shows both edges and a fleet command's per-edge results
     assert.equal(await results.count(), 2);
     assert.match(await results.first().innerText(), /building v7/);
     await page.locator("#events .event", { hasText: "agent deployer busy" }).first().waitFor();
+    const audited = page.locator("#audit .audit-row", { hasText: "succeeded" }).first();
+    await audited.waitFor({ timeout: 10_000 });
+    assert.match(await audited.innerText(), new RegExp(`${TEST_OPERATOR} agent`));
   } finally {
     await browser.close();
     await Deno.remove(profile, { recursive: true });

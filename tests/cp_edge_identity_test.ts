@@ -8,14 +8,14 @@ import assert from "node:assert/strict";
 import { type ControlPlane, startControlPlane } from "../services/cp/control_plane.ts";
 import { createLogger, type Logger } from "../shared/log.ts";
 import { hashSecret } from "../shared/secrets.ts";
-import { startCpEdge, testCpConfig, testEdgeCredential } from "./cp_harness.ts";
+import { authHeaders, startCpEdge, testCpConfig, testEdgeCredential } from "./cp_harness.ts";
 import { until } from "./util.ts";
 
 /** Parsed JSON of the HTTP API and of log lines, read field by field in assertions. */
 // deno-lint-ignore no-explicit-any
 type Json = any;
 
-const ADMIN = { authorization: "Bearer test-admin-token", "content-type": "application/json" };
+const ADMIN = authHeaders();
 
 /** A logger that keeps its JSON lines for assertions. */
 function recordingLogger(component: string): { logger: Logger; lines: string[]; logs(): Json[] } {
@@ -47,7 +47,8 @@ async function runBuild(cp: ControlPlane, edgeId: string, version: string): Prom
   assert.equal(res.status, 202);
   const { commandId } = await res.json();
   return await until("command to finish", async () => {
-    const body = await (await fetch(`${cp.httpUrl}/commands/${commandId}`)).json();
+    const body = await (await fetch(`${cp.httpUrl}/commands/${commandId}`, { headers: ADMIN }))
+      .json();
     return body.outcome === "running" ? undefined : body;
   });
 }
@@ -101,7 +102,7 @@ Deno.test("an edge holding edge-b's credential cannot attach as edge-a, and edge
   assert.equal(done.outcome, "succeeded");
   assert.equal(done.edges["edge-a"].result.nodeId, "edge-a-node");
   assert.match(done.edges["edge-a"].result.summary, /building v9\ndone/);
-  const audit = await (await fetch(`${cp.httpUrl}/audit`)).json();
+  const audit = await (await fetch(`${cp.httpUrl}/audit`, { headers: ADMIN })).json();
   const row = audit.records.find((r: Json) => r.commandId === done.commandId);
   assert.deepEqual(row.edges, ["edge-a"]);
   assert.equal(row.results["edge-a"].status, "succeeded");

@@ -7,13 +7,19 @@ import { listenTlsConfig } from "./tls_fixture.ts";
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
 import { type CpEdge, startCpEdge, testEdgeCredential } from "./cp_harness.ts";
+import { hashSecret } from "../shared/secrets.ts";
 import { freePort, until } from "./util.ts";
 
 /** Parsed JSON of the HTTP API, read field by field in assertions. */
 // deno-lint-ignore no-explicit-any
 type Json = any;
 
-const ADMIN = { authorization: "Bearer test-admin-token", "content-type": "application/json" };
+/** The operate token of the config below (stored hashed there), named ops-alice. */
+const OPERATE_TOKEN = "fleet-test-operate-token";
+/** The read token of the config below, named dashboards. */
+const READ_TOKEN = "fleet-test-read-token";
+const ADMIN = { authorization: `Bearer ${OPERATE_TOKEN}`, "content-type": "application/json" };
+const READ = { authorization: `Bearer ${READ_TOKEN}` };
 
 interface CpProcess {
   url: string;
@@ -35,7 +41,10 @@ wire:
   edges:
     - { id: edge-a, credential: ${testEdgeCredential("edge-a")} }
     - { id: edge-b, credential: ${testEdgeCredential("edge-b")} }
-admin: { tokens: [test-admin-token] }
+access:
+  tokens:
+    - { name: ops-alice, token: "${hashSecret(OPERATE_TOKEN)}", role: operate }
+    - { name: dashboards, token: ${READ_TOKEN}, role: read }
 audit: { path: ${dir}/audit.sqlite }
 `,
   );
@@ -77,8 +86,9 @@ async function startCpProcess(config: string, httpPort: number, wirePort: number
   } satisfies CpProcess;
 }
 
+/** Fetches JSON, by default with the read token. */
 async function getJson(url: string, init?: RequestInit): Promise<{ status: number; body: Json }> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(10_000), ...init });
+  const res = await fetch(url, { signal: AbortSignal.timeout(10_000), headers: READ, ...init });
   return { status: res.status, body: await res.json() };
 }
 
@@ -122,7 +132,10 @@ async function withFleet(
 
 Deno.test("GET /edges shows both edges distinctly with their node and provider snapshots and no tokens or addresses", async () => {
   await withFleet(async (cp, edges) => {
-    const res = await fetch(`${cp.url}/edges`);
+    const anonymous = await fetch(`${cp.url}/edges`);
+    assert.equal(anonymous.status, 401, "fleet data needs a token");
+    await anonymous.body?.cancel();
+    const res = await fetch(`${cp.url}/edges`, { headers: READ });
     const text = await res.text();
     const list = JSON.parse(text).edges as Json[];
     assert.deepEqual(list.map((e) => e.edgeId), ["edge-a", "edge-b"]);
@@ -164,11 +177,13 @@ Deno.test("a fleet command to both edges returns a result per edge and an audit 
     const body = JSON.stringify({
       edges: { all: true },
       command: { run: { adapter: "cli", target: "build", prompt: "v1.2" } },
-      actor: "alice",
+      actor: "mallory",
     });
     const refused = await fetch(`${cp.url}/commands`, { method: "POST", body });
     assert.equal(refused.status, 401);
     await refused.body?.cancel();
+    const readOnly = await getJson(`${cp.url}/commands`, { method: "POST", headers: READ, body });
+    assert.equal(readOnly.status, 403, "a read token cannot command");
     const accepted = await getJson(`${cp.url}/commands`, { method: "POST", headers: ADMIN, body });
     assert.equal(accepted.status, 202);
     assert.deepEqual(accepted.body.edgeIds, ["edge-a", "edge-b"]);
@@ -189,7 +204,7 @@ Deno.test("a fleet command to both edges returns a result per edge and an audit 
     const { body: audit } = await getJson(`${cpAfter.url}/audit`);
     const row = audit.records.find((r: Json) => r.commandId === id);
     assert.ok(row, "audit row survives the restart");
-    assert.equal(row.actor, "alice");
+    assert.equal(row.actor, "ops-alice", "the token's name, not the body's actor");
     assert.equal(row.kind, "run");
     assert.equal(row.outcome, "succeeded");
     assert.deepEqual(row.edges, ["edge-a", "edge-b"]);

@@ -2,7 +2,7 @@
  * Test harness for Control Plane suites: an Edge with one Node (the shared fixture of
  * tests/stack.ts) plus the Edge's Control Plane link and domain agents, all in this process; and
  * a Control Plane config on free ports that admits the usual test edge ids, each with its own
- * credential ({@linkcode testEdgeCredential}).
+ * credential ({@linkcode testEdgeCredential}), and an operate and a read access token.
  * @module
  */
 import { DomainAgents } from "../services/edge/agents/domain_agents.ts";
@@ -27,6 +27,20 @@ export const TEST_EDGE_IDS: readonly string[] = [
 /** The credential a test edge presents by default, and {@linkcode testCpConfig} expects. */
 export function testEdgeCredential(edgeId: string): string {
   return `test-credential-of-${edgeId}`;
+}
+
+/** The operate token {@linkcode testCpConfig} admits, named {@linkcode TEST_OPERATOR}. */
+export const TEST_OPERATE_TOKEN = "test-admin-token";
+/** The name of {@linkcode TEST_OPERATE_TOKEN}: the audit's actor of its commands. */
+export const TEST_OPERATOR = "test-operator";
+/** The read token {@linkcode testCpConfig} admits, named {@linkcode TEST_VIEWER}. */
+export const TEST_READ_TOKEN = "test-read-token";
+/** The name of {@linkcode TEST_READ_TOKEN}. */
+export const TEST_VIEWER = "test-viewer";
+
+/** Headers of a JSON request with a bearer token (default: the operate token). */
+export function authHeaders(token: string = TEST_OPERATE_TOKEN): Record<string, string> {
+  return { authorization: `Bearer ${token}`, "content-type": "application/json" };
 }
 
 /** One Edge with one Node and its Control Plane link. */
@@ -170,6 +184,8 @@ export async function testCpConfig(
     edges?: readonly { id: string; credential: string }[];
     /** How the edge wire is secured; default `server` (TLS), as shipped. */
     tls?: WireTls;
+    /** Raw keys merged into `access` (tokens default to the operate and read test tokens). */
+    access?: RawConfig;
   } = {},
 ): Promise<CpConfig> {
   const tls = overrides.tls ?? "server";
@@ -187,7 +203,13 @@ export async function testCpConfig(
       edges: overrides.edges ??
         TEST_EDGE_IDS.map((id) => ({ id, credential: testEdgeCredential(id) })),
     },
-    admin: { tokens: ["test-admin-token"] },
+    access: {
+      tokens: [
+        { name: TEST_OPERATOR, token: TEST_OPERATE_TOKEN, role: "operate" },
+        { name: TEST_VIEWER, token: TEST_READ_TOKEN, role: "read" },
+      ],
+      ...overrides.access,
+    },
     audit: { path: auditPath },
     commands: { default_timeout_ms: 20_000 },
   }, "cp-test.yaml");

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { CommandUpdate } from "../proto/gen/iop/v1/control_pb.ts";
 import { type ControlPlane, startControlPlane } from "../services/cp/control_plane.ts";
-import { startCpEdge, testCpConfig } from "./cp_harness.ts";
+import { authHeaders, startCpEdge, TEST_READ_TOKEN, testCpConfig } from "./cp_harness.ts";
 import { quiet } from "./stack.ts";
 import { until } from "./util.ts";
 
@@ -16,7 +16,7 @@ import { until } from "./util.ts";
 // deno-lint-ignore no-explicit-any
 type Json = any;
 
-const ADMIN = { authorization: "Bearer test-admin-token", "content-type": "application/json" };
+const ADMIN = authHeaders();
 
 async function startCp(resultGraceMs?: number): Promise<ControlPlane> {
   const config = await testCpConfig(":memory:");
@@ -39,8 +39,9 @@ async function submit(cp: ControlPlane, command: Json, timeoutMs: number): Promi
   return body.commandId;
 }
 
+/** GETs fleet data as a read token does. */
 async function getJson(url: string): Promise<Json> {
-  const res = await fetch(url);
+  const res = await fetch(url, { headers: authHeaders(TEST_READ_TOKEN) });
   assert.equal(res.status, 200);
   return await res.json();
 }

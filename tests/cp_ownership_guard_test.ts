@@ -44,7 +44,7 @@ const ALLOWED = new Map([
   ],
   [
     "iop.v1.ClientHello.credential",
-    "an operator's admin token for this control plane; never stored",
+    "an operator's access token for this control plane; checked, never stored",
   ],
 ]);
 

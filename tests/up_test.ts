@@ -4,33 +4,15 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { freePort, until } from "./util.ts";
-
-const root = new URL("..", import.meta.url).pathname;
+import { startUp } from "./up_stack.ts";
+import { until } from "./util.ts";
 
 Deno.test("deno task up starts Control Plane, Edge and Node that serve an OpenAI client, and stops them", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "iop_up_" });
-  const ports = {
-    IOP_EDGE_HTTP_PORT: String(freePort()),
-    IOP_EDGE_WIRE_PORT: String(freePort()),
-    IOP_CP_HTTP_PORT: String(freePort()),
-    IOP_CP_WIRE_PORT: String(freePort()),
-    IOP_NODE_HTTP_PORT: String(freePort()),
-  };
-  const up = new Deno.Command(Deno.execPath(), {
-    args: ["task", "up", "--no-console"],
-    cwd: root,
-    env: { ...ports, IOP_UP_DIR: dir },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let banner = "";
-  const reading = (async () => {
-    for await (const text of up.stderr.pipeThrough(new TextDecoderStream())) banner += text;
-  })();
+  const stack = await startUp();
+  const { dir, ports } = stack;
+  let exitCode: number | undefined;
   try {
-    await until("the banner", () => banner.includes("IOP is up"), 30_000);
+    const banner = stack.banner();
     assert.match(banner, new RegExp(`Edge\\s+http://127\\.0\\.0\\.1:${ports.IOP_EDGE_HTTP_PORT}`));
 
     const client = new OpenAI({
@@ -46,8 +28,15 @@ Deno.test("deno task up starts Control Plane, Edge and Node that serve an OpenAI
     });
     assert.match(chat.choices[0]!.message.content ?? "", /^hello up tok2/);
 
+    // The Control Plane wants a token: `up` made one per role and says where they are.
+    assert.match(banner, new RegExp(`read token \\(local-viewer\\) in ${dir}/cp-local/read-token`));
+    const readToken = (await Deno.readTextFile(`${dir}/cp-local/read-token`)).trim();
+    const cpEdges = `http://127.0.0.1:${ports.IOP_CP_HTTP_PORT}/edges`;
+    const anonymous = await fetch(cpEdges);
+    assert.equal(anonymous.status, 401);
+    await anonymous.body?.cancel();
     const edges = await until("the edge in the Control Plane", async () => {
-      const res = await fetch(`http://127.0.0.1:${ports.IOP_CP_HTTP_PORT}/edges`);
+      const res = await fetch(cpEdges, { headers: { authorization: `Bearer ${readToken}` } });
       const body = await res.json() as {
         edges: { edgeId: string; connected: boolean; status?: { nodes: { id: string }[] } }[];
       };
@@ -59,12 +48,9 @@ Deno.test("deno task up starts Control Plane, Edge and Node that serve an OpenAI
     await Deno.stat(`${dir}/node-1/history.db`);
     await Deno.stat(`${dir}/logs/edge.log`);
   } finally {
-    up.kill("SIGTERM");
-    const status = await up.status;
-    await reading;
-    await Deno.remove(dir, { recursive: true });
-    assert.equal(status.code, 0, banner);
+    exitCode = await stack.stop();
   }
+  assert.equal(exitCode, 0, stack.banner());
   // Every child is gone: their ports accept connections no more.
   for (const port of Object.values(ports)) {
     await assert.rejects(Deno.connect({ hostname: "127.0.0.1", port: Number(port) }));

@@ -1,7 +1,8 @@
 /**
  * The Control Plane's configuration: one YAML file per environment plus `IOP_CP_*` overrides,
  * validated whole. It holds only the Control Plane's own settings and secrets (the edges it
- * admits with each one's credential, admin tokens); nothing of any Edge's configuration.
+ * admits with each one's credential, the named access tokens of its API, see
+ * `access_config.ts`); nothing of any Edge's configuration.
  *
  * ```yaml
  * wire:
@@ -18,7 +19,8 @@ import {
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
-import { readStoredSecret, readStoredSecrets, secretFingerprint } from "../../shared/secrets.ts";
+import { readStoredSecret, secretFingerprint } from "../../shared/secrets.ts";
+import { type AccessConfig, applyAccessTokensOverride, parseAccess } from "./access_config.ts";
 import { type LinkSecurity, type ListenTlsFiles, readListenTls } from "../../shared/wire/tls.ts";
 
 /** The whole validated Control Plane configuration. */
@@ -42,8 +44,11 @@ export interface CpConfig {
      */
     edges: EdgeGrant[];
   };
-  /** Bearer tokens allowed to use write endpoints; empty disables them. */
-  admin: { tokens: string[] };
+  /**
+   * Named bearer tokens with roles, allowed browser origins and the refresh rate limit; the
+   * deprecated `admin.tokens` are folded in as operate tokens `admin-1`, `admin-2`, ….
+   */
+  access: AccessConfig;
   audit: { path: string };
   registry: { eventsPerEdge: number; statusTimeoutMs: number };
   /**
@@ -67,7 +72,10 @@ export interface EdgeGrant {
  */
 export const EDGES_ENV = "IOP_CP_EDGES";
 
-/** Environment variables that override Control Plane config keys (plus {@linkcode EDGES_ENV}). */
+/**
+ * Environment variables that override Control Plane config keys (plus {@linkcode EDGES_ENV} and
+ * `IOP_CP_ACCESS_TOKENS`, see `access_config.ts`).
+ */
 export const CP_ENV: readonly EnvOverride[] = [
   { env: "IOP_CP_ID", path: "control_plane.id", type: "string" },
   { env: "IOP_CP_HTTP_HOST", path: "http.host", type: "string" },
@@ -80,6 +88,12 @@ export const CP_ENV: readonly EnvOverride[] = [
   { env: "IOP_CP_WIRE_TLS_CLIENT_CA", path: "wire.tls.client_ca", type: "string" },
   { env: "IOP_CP_WIRE_INSECURE_PLAINTEXT", path: "wire.insecure_plaintext", type: "boolean" },
   { env: "IOP_CP_ADMIN_TOKENS", path: "admin.tokens", type: "list" },
+  { env: "IOP_CP_ALLOWED_ORIGINS", path: "access.allowed_origins", type: "list" },
+  {
+    env: "IOP_CP_REFRESH_MIN_INTERVAL_MS",
+    path: "access.refresh_min_interval_ms",
+    type: "number",
+  },
   { env: "IOP_CP_AUDIT_PATH", path: "audit.path", type: "string" },
 ];
 
@@ -91,6 +105,7 @@ export async function loadCpConfig(
   const read = env ?? ((name: string) => Deno.env.get(name));
   const raw = applyEnvOverrides(await readYamlFile(file), CP_ENV, read);
   applyEdgesOverride(raw, read);
+  applyAccessTokensOverride(raw, read);
   return parseCpConfig(raw, file);
 }
 
@@ -156,7 +171,7 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
       security: readListenTls(wire),
       edges: parseEdgeGrants(wire),
     },
-    admin: { tokens: readStoredSecrets(admin, "tokens") },
+    access: parseAccess(root.section("access"), admin),
     audit: { path: audit.nonEmpty("path", `.iop/${id}/audit.sqlite`) },
     registry: {
       eventsPerEdge: registry.number("events_per_edge", 200, { min: 1 }),

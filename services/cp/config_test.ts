@@ -23,7 +23,16 @@ Deno.test("the sample config loads with the documented default ports", async () 
   const config = await loadCpConfig("deploy/config/cp.yaml", () => undefined);
   assert.equal(config.http.port, 8090);
   assert.equal(config.wire.port, 7200);
-  assert.deepEqual(config.admin.tokens, ["dev-admin-token"]);
+  assert.deepEqual(
+    config.access.tokens.map((t) => [t.name, t.role, t.token]),
+    [["local-operator", "operate", "dev-operate-token"], [
+      "local-viewer",
+      "read",
+      "dev-read-token",
+    ]],
+  );
+  assert.deepEqual(config.access.allowedOrigins, []);
+  assert.equal(config.access.refreshMinIntervalMs, 5000);
   assert.deepEqual(config.wire.edges, [{ id: "edge-local", credential: "dev-edge-credential" }]);
 });
 
@@ -145,12 +154,25 @@ Deno.test("IOP_CP_* variables override config keys", async () => {
     IOP_CP_HTTP_PORT: "18090",
     IOP_CP_WIRE_PORT: "17200",
     IOP_CP_ADMIN_TOKENS: "one, two",
+    IOP_CP_ALLOWED_ORIGINS: "https://ops.example.com",
+    IOP_CP_REFRESH_MIN_INTERVAL_MS: "250",
     IOP_CP_AUDIT_PATH: "/tmp/x.sqlite",
   };
   const config = await loadCpConfig("deploy/config/cp.yaml", (name) => env[name]);
   assert.equal(config.http.port, 18090);
   assert.equal(config.wire.port, 17200);
-  assert.deepEqual(config.admin.tokens, ["one", "two"]);
+  // The deprecated admin tokens join the file's access tokens as operate tokens.
+  assert.deepEqual(
+    config.access.tokens.map((t) => [t.name, t.role, t.declaredIn]),
+    [
+      ["local-operator", "operate", "access.tokens"],
+      ["local-viewer", "read", "access.tokens"],
+      ["admin-1", "operate", "admin.tokens"],
+      ["admin-2", "operate", "admin.tokens"],
+    ],
+  );
+  assert.deepEqual(config.access.allowedOrigins, ["https://ops.example.com"]);
+  assert.equal(config.access.refreshMinIntervalMs, 250);
   assert.equal(config.audit.path, "/tmp/x.sqlite");
 });
 
@@ -161,4 +183,150 @@ Deno.test("an invalid key is reported with the file and key path", () => {
       e instanceof ConfigError &&
       e.message === "cp.yaml: wire.port: must be at most 65535: current value is 70000",
   );
+});
+
+Deno.test("access.tokens gives each name a token and a role; none means no token at all", () => {
+  const hashed = hashSecret("grafana-secret");
+  const config = parseCpConfig({
+    access: {
+      tokens: [
+        { name: "ops-alice", token: "alice-secret", role: "operate" },
+        { name: "grafana", token: hashed, role: "read" },
+      ],
+    },
+  }, "cp.yaml");
+  assert.deepEqual(config.access.tokens, [
+    { name: "ops-alice", token: "alice-secret", role: "operate", declaredIn: "access.tokens" },
+    { name: "grafana", token: hashed, role: "read", declaredIn: "access.tokens" },
+  ]);
+  const empty = parseCpConfig({}, "cp.yaml").access;
+  assert.deepEqual(empty, {
+    tokens: [],
+    allowedOrigins: [],
+    refreshMinIntervalMs: 5000,
+    clientAuthTimeoutMs: 5000,
+  });
+});
+
+Deno.test("a duplicate token name is rejected naming both places", () => {
+  rejects(
+    {
+      access: {
+        tokens: [
+          { name: "ops", token: "one", role: "read" },
+          { name: "ops", token: "two", role: "operate" },
+        ],
+      },
+    },
+    "access.tokens[1].name",
+    /duplicate token name 'ops' \(first at access\.tokens\[0\]\.name\)/,
+  );
+});
+
+Deno.test("one secret for two tokens is rejected, however each stores it, without showing it", () => {
+  const err = rejects(
+    {
+      access: {
+        tokens: [
+          { name: "a", token: "shared-secret", role: "read" },
+          { name: "b", token: hashSecret("shared-secret"), role: "operate" },
+        ],
+      },
+    },
+    "access.tokens[1].token",
+    /is the same secret as access\.tokens\[0\]\.token: each token needs its own secret/,
+  );
+  assert.ok(!err.message.includes("shared-secret"));
+});
+
+Deno.test("a token role other than read or operate is rejected naming the key", () => {
+  rejects(
+    { access: { tokens: [{ name: "a", token: "s", role: "admin" }] } },
+    "access.tokens[0].role",
+    /must be one of read, operate: current value is 'admin'/,
+  );
+  rejects(
+    { access: { tokens: [{ name: "a", token: "s" }] } },
+    "access.tokens[0].role",
+    /is required/,
+  );
+  rejects(
+    { access: { tokens: [{ name: " ", token: "s", role: "read" }] } },
+    "access.tokens[0].name",
+    /must not be empty/,
+  );
+  rejects(
+    { access: { tokens: [{ name: "a", token: "", role: "read" }] } },
+    "access.tokens[0].token",
+    /must not be empty/,
+  );
+});
+
+Deno.test("the deprecated admin.tokens become operate tokens admin-1, admin-2 and clash like any other", () => {
+  const config = parseCpConfig({ admin: { tokens: ["x1", "x2"] } }, "cp.yaml");
+  assert.deepEqual(config.access.tokens.map((t) => [t.name, t.role, t.declaredIn]), [
+    ["admin-1", "operate", "admin.tokens"],
+    ["admin-2", "operate", "admin.tokens"],
+  ]);
+  rejects(
+    {
+      access: { tokens: [{ name: "ops", token: "same", role: "read" }] },
+      admin: { tokens: ["same"] },
+    },
+    "admin.tokens[0]",
+    /is the same secret as access\.tokens\[0\]\.token/,
+  );
+  rejects(
+    {
+      access: { tokens: [{ name: "admin-1", token: "mine", role: "read" }] },
+      admin: { tokens: ["other"] },
+    },
+    "admin.tokens[0]",
+    /duplicate token name 'admin-1' .*admin\.tokens entries are named admin-1/,
+  );
+});
+
+Deno.test("access.allowed_origins takes origins only", () => {
+  const config = parseCpConfig(
+    { access: { allowed_origins: ["https://ops.example.com", "http://10.0.0.5:3000/"] } },
+    "cp.yaml",
+  );
+  assert.deepEqual(config.access.allowedOrigins, [
+    "https://ops.example.com",
+    "http://10.0.0.5:3000",
+  ]);
+  for (const bad of ["*", "ops.example.com", "https://ops.example.com/dash"]) {
+    rejects(
+      { access: { allowed_origins: ["https://ok.example", bad] } },
+      "access.allowed_origins[1]",
+      /must be an origin like https:\/\/ops\.example\.com/,
+    );
+  }
+});
+
+Deno.test("IOP_CP_ACCESS_TOKENS replaces access.tokens as name:role:token entries", async () => {
+  const hashed = hashSecret("viewer-secret");
+  const config = await loadCpConfig(
+    "deploy/config/cp.yaml",
+    (n) =>
+      n === "IOP_CP_ACCESS_TOKENS" ? `ops:operate:op-secret, viewer:read:${hashed}` : undefined,
+  );
+  assert.deepEqual(config.access.tokens.map((t) => [t.name, t.role, t.token]), [
+    ["ops", "operate", "op-secret"],
+    ["viewer", "read", hashed],
+  ]);
+  const err = await loadCpConfig(
+    "deploy/config/cp.yaml",
+    (n) => n === "IOP_CP_ACCESS_TOKENS" ? "ops:operate:x,broken" : undefined,
+  ).catch((e) => e);
+  assert.ok(err instanceof ConfigError);
+  assert.equal(
+    err.message,
+    "IOP_CP_ACCESS_TOKENS: entry 2 must be 'name:role:token' (comma-separated entries)",
+  );
+  const none = await loadCpConfig(
+    "deploy/config/cp.yaml",
+    (n) => n === "IOP_CP_ACCESS_TOKENS" ? "" : undefined,
+  );
+  assert.deepEqual(none.access.tokens, []);
 });

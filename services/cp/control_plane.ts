@@ -6,6 +6,7 @@
 import { Registry } from "prom-client";
 import { createLogger, type Logger } from "../../shared/log.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
+import { registerProcessMetrics } from "../../shared/process_metrics.ts";
 import { CommandCenter } from "./commands.ts";
 import type { CpConfig } from "./config.ts";
 import { createCpMetrics } from "./cp_metrics.ts";
@@ -47,6 +48,7 @@ export async function startControlPlane(
   }
   const audit = openAuditStore(config.audit.path);
   const metricsRegistry = new Registry();
+  registerProcessMetrics(metricsRegistry);
   const metrics = createCpMetrics(metricsRegistry);
   const registry = new EdgeRegistry({ eventsPerEdge: config.registry.eventsPerEdge });
   registry.subscribe((event) => {
@@ -62,6 +64,7 @@ export async function startControlPlane(
     onFinished: (kind, outcome) => metrics.commandsFinished.labels(kind, outcome).inc(),
     onLateResult: (kind, status) => metrics.commandLateResults.labels(kind, status).inc(),
   });
+  warnAboutAccess(config, logger);
   if (config.wire.edges.length === 0) {
     logger.warn("no edges configured under wire.edges: every edge will be refused");
   }
@@ -109,4 +112,28 @@ export async function startControlPlane(
     stop,
     [Symbol.asyncDispose]: stop,
   };
+}
+
+/** Says at startup what the access config means, and what to change when it is deprecated. */
+function warnAboutAccess(config: CpConfig, logger: Logger): void {
+  const { tokens } = config.access;
+  if (tokens.length === 0) {
+    logger.warn(
+      "no access tokens configured under access.tokens: every data route and the /client " +
+        "socket refuse all callers",
+    );
+  }
+  const legacy = tokens.filter((t) => t.declaredIn === "admin.tokens").map((t) => t.name);
+  if (legacy.length > 0) {
+    logger.warn(
+      "admin.tokens is deprecated: its tokens act as operate tokens named admin-1, admin-2, …; " +
+        "list them under access.tokens as { name, token, role: operate } instead",
+      { tokens: legacy.join(",") },
+    );
+  }
+  logger.info("access tokens loaded", {
+    read: tokens.filter((t) => t.role === "read").length,
+    operate: tokens.filter((t) => t.role === "operate").length,
+    allowed_origins: config.access.allowedOrigins.join(","),
+  });
 }

@@ -1,7 +1,9 @@
 /**
  * The Control Plane's HTTP app: health, readiness, metrics, the edge registry views, fleet
- * commands, the fleet report, the audit log, the `/client` WebSocket and the dashboard. Write
- * endpoints need an admin bearer token; everything shown is what edges reported.
+ * commands, the fleet report, the audit log, the `/client` WebSocket and the dashboard. Every
+ * route but health, readiness, metrics, the dashboard's files and `/client` (which checks its
+ * own callers) needs a named access token (see `access.ts`); writes need the operate role, and
+ * commands are audited under the token's name. Everything shown is what edges reported.
  * @module
  */
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
@@ -22,7 +24,8 @@ import type { EdgeRegistry } from "../registry.ts";
 import { buildFleetReport } from "../report.ts";
 import { serveClientSocket } from "./client_socket.ts";
 import { commandJson, messageJson } from "./json.ts";
-import { matchesAnySecret } from "../../../shared/secrets.ts";
+import { RefreshLimiter, type RefreshOutcome } from "../refresh_limiter.ts";
+import { accessGuard, type CpEnv } from "./access.ts";
 
 /** What the HTTP app serves from. */
 export interface CpHttpDeps {
@@ -32,6 +35,16 @@ export interface CpHttpDeps {
   audit: AuditLog;
   metrics: Registry;
   logger: Logger;
+  /** Clock of the refresh rate limit; defaults to Date.now. */
+  now?: () => number;
+}
+
+/** Fleet-wide status refreshes, rate-limited; shared by the HTTP routes and `/client`. */
+export interface FleetRefresher {
+  /** Asks every connected edge for a fresh status, unless one did less than the interval ago. */
+  fleet(): Promise<RefreshOutcome>;
+  /** Asks one edge, with the same rule per edge. NOT_FOUND / UNAVAILABLE pass through. */
+  edge(edgeId: string): Promise<RefreshOutcome>;
 }
 
 const STATUS_OF: Record<string, 400 | 401 | 404 | 500 | 503 | 504> = {
@@ -50,10 +63,20 @@ const DASHBOARD_FILES: Record<string, string> = {
   "/dashboard.js": "dashboard.js",
 };
 
+/** Served to anyone: no fleet data (`/client` checks its callers itself). */
+const OPEN_PATHS: ReadonlySet<string> = new Set([
+  "/healthz",
+  "/readyz",
+  "/metrics",
+  "/client",
+  ...Object.keys(DASHBOARD_FILES),
+]);
+
 /** Builds the Control Plane HTTP app. */
-export function createCpHttp(deps: CpHttpDeps): Hono {
+export function createCpHttp(deps: CpHttpDeps): Hono<CpEnv> {
   const { config, registry, commands, audit } = deps;
-  const app = new Hono();
+  const app = new Hono<CpEnv>();
+  const refresh = fleetRefresher(deps);
 
   app.onError((err, c) => {
     const e = toIopError(err);
@@ -61,6 +84,8 @@ export function createCpHttp(deps: CpHttpDeps): Hono {
     if (status === 500) deps.logger.error("request failed", { err, path: c.req.path });
     return c.json({ error: { code: e.code, message: e.message } }, status);
   });
+
+  app.use("*", accessGuard({ access: config.access, open: OPEN_PATHS }));
 
   app.get("/healthz", (c) => c.json({ status: "ok", control_plane_id: config.controlPlane.id }));
   app.get("/readyz", (c) =>
@@ -80,10 +105,8 @@ export function createCpHttp(deps: CpHttpDeps): Hono {
   );
   app.get("/edges/:id", async (c) => {
     const id = c.req.param("id");
-    const refresh = ["1", "true"].includes(c.req.query("refresh") ?? "");
-    const view = refresh
-      ? await registry.refresh(id, config.registry.statusTimeoutMs)
-      : registry.get(id);
+    if (wantsRefresh(c)) refreshHeaders(c, await refresh.edge(id));
+    const view = registry.get(id);
     if (!view) throw new IopError("NOT_FOUND", `Cannot find edge '${id}'`);
     return c.json(messageJson(EdgeViewSchema, view));
   });
@@ -96,7 +119,6 @@ export function createCpHttp(deps: CpHttpDeps): Hono {
   });
 
   app.post("/commands", async (c) => {
-    authorize(c, config);
     let submit;
     try {
       submit = fromJson(SubmitCommandSchema, await c.req.json() as JsonValue, {
@@ -109,7 +131,8 @@ export function createCpHttp(deps: CpHttpDeps): Hono {
     const command = commands.submit({
       selector: submit.edges ?? create(EdgeSelectorSchema, { all: true }),
       command: submit.command,
-      actor: submit.actor || c.req.header("x-iop-actor") || "admin",
+      // The token's name, whatever the body's `actor` claims: the audit names who acted.
+      actor: c.get("principal").name,
       via: "http",
     });
     return c.json({ commandId: command.commandId, edgeIds: [...command.edges.keys()] }, 202);
@@ -121,16 +144,18 @@ export function createCpHttp(deps: CpHttpDeps): Hono {
     return c.json(commandJson(command));
   });
 
-  app.get(
-    "/report",
-    (c) => c.json(buildFleetReport(registry.list(), Date.now(), audit.recent(REPORT_COMMANDS))),
-  );
+  app.get("/report", async (c) => {
+    const outcome = wantsRefresh(c) ? await refresh.fleet() : undefined;
+    if (outcome) refreshHeaders(c, outcome);
+    const report = buildFleetReport(registry.list(), Date.now(), audit.recent(REPORT_COMMANDS));
+    return c.json(outcome ? { ...report, refresh: outcome } : report);
+  });
   app.get("/audit", (c) => {
     const limit = Number(c.req.query("limit") ?? 100);
     return c.json({ records: audit.recent(Number.isInteger(limit) && limit > 0 ? limit : 100) });
   });
 
-  app.get("/client", (c) => serveClientSocket(c.req.raw, deps));
+  app.get("/client", (c) => serveClientSocket(c.req.raw, { ...deps, refresh }));
 
   for (const [path, file] of Object.entries(DASHBOARD_FILES)) {
     app.get(path, async (c) => {
@@ -142,17 +167,46 @@ export function createCpHttp(deps: CpHttpDeps): Hono {
   return app;
 }
 
-/** Throws UNAUTHENTICATED unless the request carries one of the configured admin tokens. */
-function authorize(c: Context, config: CpConfig): void {
-  if (config.admin.tokens.length === 0) {
-    throw new IopError("UNAUTHENTICATED", "Write endpoints are disabled: no admin tokens set");
-  }
-  const header = c.req.header("authorization") ?? "";
-  const token = header.startsWith("Bearer ") ? header.slice("Bearer ".length).trim() : "";
-  if (!matchesAnySecret(token, config.admin.tokens)) {
-    throw new IopError(
-      "UNAUTHENTICATED",
-      "Cannot accept the request: missing or wrong admin token",
-    );
-  }
+function wantsRefresh(c: Context<CpEnv>): boolean {
+  return ["1", "true"].includes(c.req.query("refresh") ?? "");
+}
+
+/**
+ * `X-IOP-Refresh: performed` when this request asked the edges, `rate-limited` when it was
+ * served from the last refresh (with `X-IOP-Refresh-Next-At-Ms`, when the next one may run).
+ */
+function refreshHeaders(c: Context<CpEnv>, outcome: RefreshOutcome): void {
+  c.header("X-IOP-Refresh", outcome.performed ? "performed" : "rate-limited");
+  c.header("X-IOP-Refresh-Last-At-Ms", String(outcome.lastAtMs));
+  c.header("X-IOP-Refresh-Next-At-Ms", String(outcome.nextAtMs));
+}
+
+/** Status refreshes through one rate limit (`access.refresh_min_interval_ms`). */
+function fleetRefresher(deps: CpHttpDeps): FleetRefresher {
+  const { registry, config } = deps;
+  const limiter = new RefreshLimiter({
+    minIntervalMs: config.access.refreshMinIntervalMs,
+    ...(deps.now ? { now: deps.now } : {}),
+  });
+  const timeoutMs = config.registry.statusTimeoutMs;
+  return {
+    fleet: () =>
+      limiter.run("fleet", async () => {
+        await Promise.allSettled(
+          registry.list().filter((v) => v.connected).map((v) =>
+            registry.refresh(v.edgeId, timeoutMs)
+          ),
+        );
+      }),
+    async edge(edgeId: string) {
+      if (!registry.get(edgeId)) throw new IopError("NOT_FOUND", `Cannot find edge '${edgeId}'`);
+      // One edge's failure to answer is its caller's error, as before the limit.
+      let failure: unknown;
+      const outcome = await limiter.run(`edge:${edgeId}`, async () => {
+        await registry.refresh(edgeId, timeoutMs).catch((err) => failure = err);
+      });
+      if (failure !== undefined) throw failure;
+      return outcome;
+    },
+  };
 }

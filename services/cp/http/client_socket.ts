@@ -2,6 +2,17 @@
  * The `/client` WebSocket: browser and app clients speak ClientEnvelope messages, binary
  * (protobuf) or text (canonical proto3 JSON, for the no-build dashboard), answered in the
  * encoding of the client's hello. Flow and limits are documented in control.proto.
+ *
+ * Access: an upgrade whose `Origin` is neither the Control Plane's own nor listed in
+ * `access.allowed_origins` is refused with 403, so that no other web page can ride an operator's
+ * browser into the fleet. A client authenticates with a named access token, either as
+ * `Authorization: Bearer <token>` on the upgrade (a wrong one is 401 before the upgrade) or, for
+ * browsers that cannot set headers, in its first message: the hello's `credential`, or the text
+ * message `{"type":"auth","token":"…"}` (read as a JSON hello with that credential). Until then
+ * it gets no fleet data; a hello with a wrong token, or no authentication within
+ * `access.client_auth_timeout_ms`, closes the socket with code {@linkcode CLOSE_UNAUTHENTICATED}
+ * and a reason saying which. Commands need the operate role (else a PERMISSION_DENIED error) and
+ * are audited under the token's name, whatever the message's `actor` says.
  * @module
  */
 import {
@@ -19,35 +30,78 @@ import {
   FleetStatusSchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
 import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
-import type { CpHttpDeps } from "./app.ts";
-import { matchesAnySecret } from "../../../shared/secrets.ts";
+import type { CpHttpDeps, FleetRefresher } from "./app.ts";
+import { bearerToken, matchAccessToken, type Principal, roleAllows } from "../access.ts";
+import { originAllowed, PERMISSION_DENIED } from "./access.ts";
 
 /** Largest accepted client message. */
 export const MAX_CLIENT_MESSAGE_BYTES = 256 * 1024;
 
+/** Close code of a socket that did not authenticate (in time, or with a valid token). */
+export const CLOSE_UNAUTHENTICATED = 4401;
+
 type Msg = NonNullable<MessageInitShape<typeof ClientEnvelopeSchema>["msg"]>;
 
-/** Upgrades the request and serves one client session on the socket. */
-export function serveClientSocket(request: Request, deps: CpHttpDeps): Response {
+/** What a client session serves from. */
+export interface ClientSocketDeps extends CpHttpDeps {
+  refresh: FleetRefresher;
+}
+
+/** Checks origin and any bearer token, then upgrades and serves one client session. */
+export function serveClientSocket(request: Request, deps: ClientSocketDeps): Response {
   if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
     return new Response("expected a WebSocket upgrade", { status: 426 });
   }
+  const access = deps.config.access;
+  if (!originAllowed(request, access.allowedOrigins)) {
+    deps.logger.warn("client socket refused: origin not allowed", {
+      origin: request.headers.get("origin") ?? "",
+    });
+    return new Response(
+      "Cannot open the /client socket from this origin: add it to access.allowed_origins",
+      { status: 403 },
+    );
+  }
+  const presented = bearerToken(request.headers.get("authorization"));
+  const principal = presented === "" ? undefined : matchAccessToken(presented, access.tokens);
+  if (presented !== "" && !principal) {
+    return new Response("Cannot open the /client socket as the bearer token is not valid", {
+      status: 401,
+      headers: { "WWW-Authenticate": 'Bearer realm="iop-control-plane"' },
+    });
+  }
   const { socket, response } = Deno.upgradeWebSocket(request);
   socket.binaryType = "arraybuffer";
-  new ClientSession(socket, deps);
+  new ClientSession(socket, deps, principal);
   return response;
 }
 
 class ClientSession {
   readonly #socket: WebSocket;
-  readonly #deps: CpHttpDeps;
+  readonly #deps: ClientSocketDeps;
   #json = false;
-  #hello: { name: string; canCommand: boolean } | undefined;
+  /** Set by the upgrade's bearer token or the hello's credential. */
+  #principal: Principal | undefined;
+  #hello: { name: string } | undefined;
+  #authTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #unsubscribe: (() => void)[] = [];
 
-  constructor(socket: WebSocket, deps: CpHttpDeps) {
+  constructor(socket: WebSocket, deps: ClientSocketDeps, principal: Principal | undefined) {
     this.#socket = socket;
     this.#deps = deps;
+    this.#principal = principal;
+    const timeoutMs = deps.config.access.clientAuthTimeoutMs;
+    // A bearer token on the upgrade already authenticated the socket.
+    if (!principal) {
+      this.#authTimer = setTimeout(() => {
+        this.#authTimer = undefined;
+        if (this.#hello) return;
+        this.#socket.close(
+          CLOSE_UNAUTHENTICATED,
+          `authentication timeout: no hello with a valid token within ${timeoutMs} ms`,
+        );
+      }, timeoutMs);
+    }
     socket.onmessage = (event) => void this.#receive(event.data);
     socket.onclose = () => this.#close();
     socket.onerror = () => this.#close();
@@ -81,7 +135,8 @@ class ClientSession {
     }
     if (typeof data === "string") {
       if (!this.#hello) this.#json = true;
-      return fromJsonString(ClientEnvelopeSchema, data, { ignoreUnknownFields: true });
+      return authAsHello(data) ??
+        fromJsonString(ClientEnvelopeSchema, data, { ignoreUnknownFields: true });
     }
     if (data instanceof ArrayBuffer) return fromBinary(ClientEnvelopeSchema, new Uint8Array(data));
     throw new IopError("INVALID_ARGUMENT", "Unsupported WebSocket message type");
@@ -92,16 +147,44 @@ class ClientSession {
     const id = envelope.correlationId;
     const msg = envelope.msg;
     if (msg.case !== "hello" && !this.#hello) {
-      throw new IopError("INVALID_ARGUMENT", "Cannot serve a client before its hello");
+      throw new IopError(
+        "UNAUTHENTICATED",
+        "Cannot serve a client before its hello: send a hello with an access token first",
+      );
     }
     switch (msg.case) {
       case "hello": {
-        const canCommand = msg.value.credential !== "" &&
-          matchesAnySecret(msg.value.credential, config.admin.tokens);
-        this.#hello = { name: msg.value.clientName || "client", canCommand };
+        // With a valid bearer token on the upgrade, the hello needs no credential.
+        this.#principal ??= matchAccessToken(msg.value.credential, config.access.tokens);
+        const principal = this.#principal;
+        if (!principal) {
+          this.#send(id, {
+            case: "error",
+            value: {
+              code: "UNAUTHENTICATED",
+              message: msg.value.credential === ""
+                ? "Cannot serve a client without an access token: put one in the hello's credential"
+                : "Cannot serve the client as the hello's token is not valid",
+              retryable: false,
+            },
+          });
+          this.#socket.close(
+            CLOSE_UNAUTHENTICATED,
+            msg.value.credential === ""
+              ? "authentication failed: the hello carried no token"
+              : "authentication failed: the hello's token is not valid",
+          );
+          return;
+        }
+        this.#hello = { name: msg.value.clientName || "client" };
+        this.#stopAuthTimer();
         this.#send(id, {
           case: "helloAck",
-          value: { controlPlaneId: config.controlPlane.id, version: "1", canCommand },
+          value: {
+            controlPlaneId: config.controlPlane.id,
+            version: "1",
+            canCommand: roleAllows(principal.role, "operate"),
+          },
         });
         return;
       }
@@ -113,13 +196,8 @@ class ClientSession {
         );
         return;
       case "statusRequest": {
-        if (msg.value.refresh) {
-          await Promise.allSettled(
-            registry.list().filter((v) => v.connected).map((v) =>
-              registry.refresh(v.edgeId, config.registry.statusTimeoutMs)
-            ),
-          );
-        }
+        // Rate-limited: within the interval this serves the last refresh's snapshots.
+        if (msg.value.refresh) await this.#deps.refresh.fleet();
         this.#send(id, {
           case: "status",
           value: create(FleetStatusSchema, { edges: registry.list() }),
@@ -127,15 +205,25 @@ class ClientSession {
         return;
       }
       case "submitCommand": {
-        const hello = this.#hello!;
-        if (!hello.canCommand) {
-          throw new IopError("UNAUTHENTICATED", "Cannot submit commands: hello had no admin token");
+        const principal = this.#principal!;
+        if (!roleAllows(principal.role, "operate")) {
+          this.#send(id, {
+            case: "error",
+            value: {
+              code: PERMISSION_DENIED,
+              message: `Cannot submit commands with token '${principal.name}' as its role is ` +
+                "read: use a token with role operate",
+              retryable: false,
+            },
+          });
+          return;
         }
         if (!msg.value.command) throw new IopError("INVALID_ARGUMENT", "Command is missing");
         const command = commands.submit({
           selector: msg.value.edges ?? create(EdgeSelectorSchema, { all: true }),
           command: msg.value.command,
-          actor: msg.value.actor || hello.name,
+          // The token's name, whatever the message's `actor` claims.
+          actor: principal.name,
           via: "client",
         });
         this.#send(id, {
@@ -167,9 +255,41 @@ class ClientSession {
     );
   }
 
+  #stopAuthTimer(): void {
+    if (this.#authTimer !== undefined) clearTimeout(this.#authTimer);
+    this.#authTimer = undefined;
+  }
+
   #close(): void {
+    this.#stopAuthTimer();
     for (const off of this.#unsubscribe.splice(0)) off();
   }
+}
+
+/**
+ * The browser-friendly first message `{"type":"auth","token":"…"}` as a JSON hello envelope with
+ * that credential; undefined for any other text.
+ */
+function authAsHello(text: string): ClientEnvelope | undefined {
+  if (!text.includes('"auth"')) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined;
+  const { type, token, clientName } = parsed as Record<string, unknown>;
+  if (type !== "auth") return undefined;
+  return create(ClientEnvelopeSchema, {
+    msg: {
+      case: "hello",
+      value: {
+        credential: typeof token === "string" ? token : "",
+        clientName: typeof clientName === "string" ? clientName : "",
+      },
+    },
+  });
 }
 
 function wireError(e: IopError) {

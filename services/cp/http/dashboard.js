@@ -2,12 +2,76 @@
 // (hello → subscribe → status), renders edges side by side, live events and fleet commands with
 // their per-edge results (unknown when the Control Plane cannot know, "completed late" when the
 // edge's answer came after that). Plain script, no build step; all text goes in via textContent.
+//
+// Access: the operator pastes a Control Plane access token (read or operate); it is kept in
+// sessionStorage (gone with the tab), sent as the socket's first message (the hello's credential:
+// browsers cannot set headers on a WebSocket) and as `Authorization: Bearer` on every fetch. A
+// read token shows the fleet with the command form disabled; a refused token says so and the
+// page waits for another one instead of reconnecting.
 "use strict";
 
 const state = { edges: new Map(), commands: new Map(), nextId: 1, pending: new Map(), ws: null };
 const $ = (sel) => document.querySelector(sel);
+const TOKEN_KEY = "iop-cp-token";
 const tokenInput = $("#token");
-tokenInput.value = localStorage.getItem("iop-admin-token") || "";
+// Tokens were once kept in localStorage; drop any left there.
+localStorage.removeItem("iop-admin-token");
+tokenInput.value = sessionStorage.getItem(TOKEN_KEY) || "";
+
+/** Close code of a socket the Control Plane refused for its token (see client_socket.ts). */
+const CLOSE_UNAUTHENTICATED = 4401;
+
+function showAccess(text, kind) {
+  const box = $("#access");
+  box.textContent = text;
+  box.className = kind || "muted";
+}
+
+/** Enables the command form for an operate token; otherwise disables it with a hint. */
+function setCanCommand(can) {
+  for (const input of $("#command-form").querySelectorAll("input, select, button")) {
+    input.disabled = !can;
+  }
+  $("#command-hint").textContent = can
+    ? ""
+    : "Read-only: this token has role read. Commands need a token with role operate.";
+}
+
+/** A fetch of the Control Plane's API with the token; 401/403 become clear messages. */
+async function api(path, init) {
+  const res = await fetch(path, {
+    ...init,
+    headers: { ...(init && init.headers), authorization: `Bearer ${tokenInput.value}` },
+  });
+  if (res.status === 401) {
+    showAccess("Token refused (401): paste a valid access token.", "denied");
+    throw new Error("unauthenticated");
+  }
+  if (res.status === 403) {
+    const body = await res.json().catch(() => ({}));
+    const message = (body.error && body.error.message) || "forbidden";
+    showAccess(`Not allowed (403): ${message}`, "denied");
+    throw new Error(message);
+  }
+  return await res.json();
+}
+
+/** The newest audit rows: who (token name) ran what, and how it ended. */
+async function loadAudit() {
+  const body = await api("/audit?limit=10");
+  const box = $("#audit");
+  box.replaceChildren();
+  for (const r of body.records || []) {
+    box.append(
+      el(
+        "div",
+        { class: "audit-row", "data-command-id": r.commandId },
+        `${new Date(r.createdAtMs).toLocaleTimeString()} ${r.actor} ${r.kind} ${r.detail} → ` +
+          `${r.outcome}`,
+      ),
+    );
+  }
+}
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -28,23 +92,55 @@ function request(msg) {
 }
 
 function connect() {
+  setCanCommand(false);
+  if (tokenInput.value.trim() === "") {
+    $("#link").textContent = "not connected";
+    showAccess("Paste a Control Plane access token (read or operate) to see the fleet.", "denied");
+    return;
+  }
   const ws = new WebSocket(
     `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/client`,
   );
   state.ws = ws;
   ws.onopen = async () => {
-    const ack = await request({ hello: { clientName: "dashboard", credential: tokenInput.value } });
+    let ack;
+    try {
+      // The token goes in the first message: a browser cannot put it in a WebSocket header.
+      ack = await request({
+        hello: { clientName: "dashboard", credential: tokenInput.value.trim() },
+      });
+    } catch {
+      return; // refused: the close handler says why
+    }
+    const canCommand = Boolean(ack.helloAck.canCommand);
     $("#link").textContent = `control plane ${ack.helloAck.controlPlaneId}` +
-      (ack.helloAck.canCommand ? " · commands enabled" : " · read-only (set admin token)");
+      (canCommand ? " · commands enabled" : " · read-only");
+    showAccess(canCommand ? "Token accepted: operate." : "Token accepted: read-only.");
+    setCanCommand(canCommand);
     ws.send(JSON.stringify({ subscribe: {} }));
     await refreshStatus();
+    await loadAudit().catch(() => {});
   };
   ws.onmessage = (e) => receive(JSON.parse(e.data));
-  ws.onclose = () => {
-    $("#link").textContent = "disconnected, retrying…";
+  ws.onclose = (e) => {
     for (const p of state.pending.values()) p.reject(new Error("socket closed"));
     state.pending.clear();
-    if (state.ws === ws) setTimeout(connect, 1000);
+    if (state.ws !== ws) return; // replaced by a socket with another token
+    setCanCommand(false);
+    if (e.code === CLOSE_UNAUTHENTICATED) {
+      // Retrying with the same token cannot help: wait for another one.
+      state.ws = null;
+      state.edges.clear();
+      renderEdges();
+      $("#link").textContent = "not connected";
+      showAccess(
+        `Token refused: ${e.reason || "not valid"}. Paste a valid access token.`,
+        "denied",
+      );
+      return;
+    }
+    $("#link").textContent = "disconnected, retrying…";
+    setTimeout(connect, 1000);
   };
 }
 
@@ -230,7 +326,7 @@ $("#command-form").addEventListener("submit", async (e) => {
   $("#command-error").textContent = "";
   try {
     const res = await request({
-      submitCommand: { edges: selector(f.edges.value), command: commandOf(f), actor: "dashboard" },
+      submitCommand: { edges: selector(f.edges.value), command: commandOf(f) },
     });
     const acc = res.commandAccepted;
     const cmd = {
@@ -249,10 +345,13 @@ $("#command-form").addEventListener("submit", async (e) => {
 });
 
 tokenInput.addEventListener("change", () => {
-  localStorage.setItem("iop-admin-token", tokenInput.value);
+  const token = tokenInput.value.trim();
+  // A second change event for the same value (e.g. on blur) keeps the session.
+  if (token === sessionStorage.getItem(TOKEN_KEY) && state.ws) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
   const old = state.ws;
   state.ws = null;
-  old.close();
+  if (old) old.close();
   connect();
 });
 
@@ -274,6 +373,9 @@ function onCommandUpdate(u) {
     share.status = u.shareStatus || u.result.status;
     share.late = Boolean(u.late);
     share.summary = u.result.summary || "";
+    if ([...cmd.edges.values()].every((e) => e.status !== "running")) {
+      loadAudit().catch(() => {});
+    }
   }
   renderCommand(cmd);
 }

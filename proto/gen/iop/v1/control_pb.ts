@@ -1085,7 +1085,7 @@ export type ClientHello = Message<"iop.v1.ClientHello"> & {
   clientName: string;
 
   /**
-   * An admin token of this Control Plane; needed only to submit commands. Never stored.
+   * An access token of this Control Plane (role read or operate); required. Never stored.
    *
    * @generated from field: string credential = 2;
    */
@@ -1116,7 +1116,7 @@ export type ClientHelloAck = Message<"iop.v1.ClientHelloAck"> & {
   version: string;
 
   /**
-   * True when the hello carried a valid admin credential.
+   * True when the hello's token has role operate (may submit commands).
    *
    * @generated from field: bool can_command = 3;
    */
