@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Builds the tier images iop/edge, iop/node, iop/cp (tag :dev) with NO network inside
-# `docker build`: every dependency is resolved on the host first and copied in, which is also
-# what an air-gapped GPU host needs.
+# Builds the tier images iop/edge, iop/node, iop/cp (tag :dev), and iop/prometheus for the compose
+# fleet, with NO network inside `docker build`: every dependency is resolved on the host first
+# and copied in, which is also what an air-gapped GPU host needs.
 #
 # Usage: deploy/build_images.sh [--tag TAG] [--base IMAGE] [--skip-deps] [edge] [node] [cp]
+#                               [prometheus]
 #   --tag TAG      image tag (default dev)
 #   --base IMAGE   Deno base image (default $DENO_IMAGE or iop/deno-base:2.9.6; the local
 #                  iop/deno-base image is built by deploy/build_base_image.sh when missing)
 #   --skip-deps    reuse node_modules and .deno_cache as they are (fully offline host)
-#   tiers          which images to build (default: all three)
+#   images         which images to build (default: the three tiers and prometheus)
 #
 # Steps: 1) `deno install` fills node_modules from deno.json + deno.lock;
 #        2) `DENO_DIR=.deno_cache deno cache services/<tier>/main.ts` proves every tier's import
 #           graph resolves and caches any remote (https:) module into .deno_cache/remote;
-#        3) `docker build --network none` per tier (context = repo root, see .dockerignore).
+#        3) `docker build --network none` per tier (context = repo root, see .dockerignore);
+#        4) prometheus: `apt-get install --download-only` of Debian's `prometheus` package
+#           against the base image's dpkg status (only what that image lacks), then
+#           `docker build --network none -f deploy/prometheus/Dockerfile` on a temp context
+#           holding those .deb files.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,6 +27,7 @@ TAG="dev"
 BASE="${DENO_IMAGE:-iop/deno-base:${DENO_VERSION}}"
 SKIP_DEPS=0
 TIERS=()
+PROMETHEUS=0
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,12 +35,13 @@ while [ $# -gt 0 ]; do
     --base) BASE="${2:?--base needs a value}"; shift ;;
     --skip-deps) SKIP_DEPS=1 ;;
     edge | node | cp) TIERS+=("$1") ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    prometheus) PROMETHEUS=1 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "build_images: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
-if [ ${#TIERS[@]} -eq 0 ]; then TIERS=(edge node cp); fi
+if [ ${#TIERS[@]} -eq 0 ] && [ "$PROMETHEUS" -eq 0 ]; then TIERS=(edge node cp); PROMETHEUS=1; fi
 
 log() { echo "[build_images] $*"; }
 t0=$(date +%s)
@@ -114,4 +121,43 @@ for tier in "${TIERS[@]}"; do
   size=$(docker image inspect --format '{{.Size}}' "$image")
   log "built ${image} ($((size / 1024 / 1024)) MB) in $(($(date +%s) - t)) s"
 done
+# build_prometheus: iop/prometheus:TAG from Debian's package, installed offline on the base image.
+build_prometheus() {
+  local t image ctx build_log size
+  t=$(date +%s)
+  image="iop/prometheus:${TAG}"
+  ctx=$(mktemp -d /tmp/iop-prometheus.XXXXXX)
+  mkdir -p "$ctx/debs/partial"
+  # apt resolves against the base image's installed packages, so only what it lacks is fetched.
+  docker run --rm --network none --entrypoint cat "$BASE" /var/lib/dpkg/status >"$ctx/status"
+  apt_fetch() {
+    apt-get -qq -o Dir::State::status="$ctx/status" -o Dir::Cache::archives="$ctx/debs" \
+      -o Debug::NoLocking=1 install --download-only --no-install-recommends -y prometheus
+  }
+  log "apt-get install --download-only prometheus (what ${BASE} lacks)"
+  if ! apt_fetch >"$ctx/apt.log" 2>&1; then
+    log "apt lists look stale: apt-get update, then again"
+    apt-get update -qq >/dev/null
+    apt_fetch >"$ctx/apt.log" 2>&1 || { tail -n 20 "$ctx/apt.log" >&2; rm -rf "$ctx"; exit 1; }
+  fi
+  rm -rf "$ctx/debs/partial" "$ctx/debs/lock" "$ctx/status" "$ctx/apt.log"
+  if ! ls "$ctx"/debs/prometheus_*.deb >/dev/null 2>&1; then
+    echo "build_images: apt fetched no prometheus package" >&2
+    rm -rf "$ctx"
+    exit 1
+  fi
+  log "docker build --network none -f deploy/prometheus/Dockerfile -t ${image} ($(find "$ctx/debs" -name '*.deb' | wc -l) .deb files)"
+  build_log=$(mktemp)
+  if ! docker build --network none --build-arg "DENO_IMAGE=${BASE}" \
+    -f "$ROOT/deploy/prometheus/Dockerfile" -t "$image" "$ctx" >"$build_log" 2>&1; then
+    tail -n 40 "$build_log" >&2
+    rm -rf "$build_log" "$ctx"
+    echo "build_images: docker build of ${image} failed" >&2
+    exit 1
+  fi
+  rm -rf "$build_log" "$ctx"
+  size=$(docker image inspect --format '{{.Size}}' "$image")
+  log "built ${image} ($((size / 1024 / 1024)) MB) in $(($(date +%s) - t)) s"
+}
+if [ "$PROMETHEUS" -eq 1 ]; then build_prometheus; fi
 log "done in $(($(date +%s) - t0)) s"

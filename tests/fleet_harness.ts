@@ -14,7 +14,8 @@ export const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 /** Image tag the fleet runs, as compose/fleet.yaml reads `IOP_IMAGE_TAG`. */
 export const IMAGE_TAG = Deno.env.get("IOP_IMAGE_TAG") ?? "dev";
 
-const TIERS = ["cp", "edge", "node"] as const;
+/** The images compose/fleet.yaml runs: the three tiers and Prometheus. */
+const TIERS = ["cp", "edge", "node", "prometheus"] as const;
 
 /** The result of one command. */
 export interface CommandResult {
@@ -99,7 +100,9 @@ export async function ensureImages(): Promise<void> {
       continue;
     }
     const created = Date.parse(inspect.stdout.trim());
-    const sources = ["deno.json", "deno.lock", "shared", "proto/gen", `services/${tier}`];
+    const sources = tier === "prometheus"
+      ? ["deploy/prometheus/Dockerfile"]
+      : ["deno.json", "deno.lock", "shared", "proto/gen", `services/${tier}`];
     // The cp image also carries the certificate tool.
     if (tier === "cp") sources.push("deploy/certs.ts", "deploy/fleet_certs.ts");
     if (await newestSource(sources) > created) {
@@ -119,9 +122,20 @@ export async function ensureImages(): Promise<void> {
   console.log(`fleet: images built in ${Math.round((performance.now() - started) / 1000)} s`);
 }
 
+/**
+ * The read token of the fleet's Control Plane (`compose/config/cp.yaml`, `access.tokens`,
+ * named fleet-viewer); sample only.
+ */
+export const FLEET_CP_READ_TOKEN = "fleet-read-token";
+
+/** Headers that let a request read the fleet Control Plane's data. */
+export const FLEET_CP_READ: Readonly<Record<string, string>> = {
+  authorization: `Bearer ${FLEET_CP_READ_TOKEN}`,
+};
+
 /** GETs JSON with a short timeout; throws on a non-2xx answer. */
-export async function getJson<T>(url: string): Promise<T> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(3_000) });
+export async function getJson<T>(url: string, headers: HeadersInit = {}): Promise<T> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(3_000), headers });
   if (!res.ok) {
     await res.body?.cancel();
     throw new Error(`GET ${url} answered ${res.status}`);
@@ -135,6 +149,8 @@ export interface Fleet {
   edgeAUrl: string;
   edgeBUrl: string;
   cpUrl: string;
+  /** Prometheus' UI and HTTP API. */
+  prometheusUrl: string;
   /** Container id of a compose service (one replica each). */
   containerId(service: string): string;
   /** Full name of a compose network (`<project>_<name>`). */
@@ -151,7 +167,7 @@ export async function startFleet(): Promise<Fleet> {
   // Imported only now: testcontainers reads its environment when first used.
   const { DockerComposeEnvironment, Wait } = await import("testcontainers");
   const project = `iop-fleet-test-${crypto.randomUUID().slice(0, 8)}`;
-  const ports = { a: freePort(), b: freePort(), cp: freePort() };
+  const ports = { a: freePort(), b: freePort(), cp: freePort(), prometheus: freePort() };
   const composeArgs = ["compose", "-p", project, "-f", `${ROOT}/compose/fleet.yaml`];
   let env: StartedDockerComposeEnvironment | undefined;
   const down = async () => {
@@ -175,6 +191,7 @@ export async function startFleet(): Promise<Fleet> {
         IOP_FLEET_EDGE_A_PORT: String(ports.a),
         IOP_FLEET_EDGE_B_PORT: String(ports.b),
         IOP_FLEET_CP_PORT: String(ports.cp),
+        IOP_FLEET_PROMETHEUS_PORT: String(ports.prometheus),
       })
       .withDefaultWaitStrategy(Wait.forHealthCheck())
       // The certificate maker runs once and exits before anything else starts.
@@ -192,6 +209,7 @@ export async function startFleet(): Promise<Fleet> {
     edgeAUrl: `http://127.0.0.1:${ports.a}`,
     edgeBUrl: `http://127.0.0.1:${ports.b}`,
     cpUrl: `http://127.0.0.1:${ports.cp}`,
+    prometheusUrl: `http://127.0.0.1:${ports.prometheus}`,
     containerId: (service) => started.getContainer(`${service}-1`).getId(),
     network: (name) => `${project}_${name}`,
     dumpLogs,

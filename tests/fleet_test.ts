@@ -7,6 +7,7 @@
  * install, unless IOP_SKIP_FLEET=1 opts out explicitly (CI never does).
  * @module
  */
+import { assertPrometheusScrapesEveryTier } from "./fleet_prometheus.ts";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import {
@@ -14,6 +15,7 @@ import {
   dockerProblem,
   ensureImages,
   type Fleet,
+  FLEET_CP_READ,
   getJson,
   ROOT,
   run,
@@ -116,7 +118,7 @@ async function nodeRunning(edgeUrl: string, group: string): Promise<string | und
 
 /** The edge as GET /edges shows it: what an operator sees, no refresh requested. */
 async function cpEdge(fleet: Fleet, id: string): Promise<EdgeView | undefined> {
-  const { edges } = await getJson<{ edges: EdgeView[] }>(`${fleet.cpUrl}/edges`);
+  const { edges } = await getJson<{ edges: EdgeView[] }>(`${fleet.cpUrl}/edges`, FLEET_CP_READ);
   return edges.find((e) => e.edgeId === id);
 }
 
@@ -185,7 +187,10 @@ Deno.test({
           async () => {
             await untilEdgeAttachedWithNodes(fleet, "edge-a", 60_000);
             await untilEdgeAttachedWithNodes(fleet, "edge-b", 60_000);
-            const { edges } = await getJson<{ edges: EdgeView[] }>(`${fleet.cpUrl}/edges`);
+            const { edges } = await getJson<{ edges: EdgeView[] }>(
+              `${fleet.cpUrl}/edges`,
+              FLEET_CP_READ,
+            );
             assert.deepEqual(edges.map((e) => e.edgeId).sort(), ["edge-a", "edge-b"]);
             console.log(`fleet up and attached in ${seconds(started)}`);
           },
@@ -227,6 +232,12 @@ Deno.test({
             );
           },
         ),
+      );
+
+      results.push(
+        await t.step("Prometheus scrapes every tier of the fleet", async () => {
+          await assertPrometheusScrapesEveryTier(fleet.prometheusUrl);
+        }),
       );
 
       results.push(

@@ -10,6 +10,7 @@ import { startupStep } from "../../shared/startup.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { loadDialTls, loadListenTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
+import { registerProcessMetrics } from "../../shared/process_metrics.ts";
 import { openA2aTasks } from "./a2a/open.ts";
 import { DomainAgents } from "./agents/domain_agents.ts";
 import { loadEdgeConfig } from "./config.ts";
@@ -18,6 +19,7 @@ import { OpsConsole } from "./console/console.ts";
 import { createEdgeMetrics } from "./edge_metrics.ts";
 import { createEdgeHttp } from "./http/app.ts";
 import { mountSurfaces } from "./http/surfaces.ts";
+import { createTenantMetrics } from "./tenants/tenant_metrics.ts";
 import { createPoolMetrics } from "./pools/pool_metrics.ts";
 import { EdgeService } from "./service.ts";
 import { startNodeServer } from "./transport/node_server.ts";
@@ -55,6 +57,7 @@ if (config.controlPlane.address && !config.controlPlane.security.tls) {
 }
 
 const registry = new Registry();
+registerProcessMetrics(registry);
 const metrics = createEdgeMetrics(registry);
 const service = new EdgeService({
   config,
@@ -62,6 +65,7 @@ const service = new EdgeService({
   version: IOP_VERSION,
   metrics,
   poolMetrics: createPoolMetrics(registry),
+  tenantMetrics: createTenantMetrics(registry),
   // A reload may re-point the Control Plane link; one that leaves it unsecured is refused.
   loadConfig: async () => {
     const next = await loadEdgeConfig(file);

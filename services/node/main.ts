@@ -10,6 +10,7 @@ import { startupFailed, startupStep } from "../../shared/startup.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { loadDialTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
+import { registerProcessMetrics } from "../../shared/process_metrics.ts";
 import { createAdapterMetrics } from "./adapters/adapter_metrics.ts";
 import { adapterCatalog } from "./adapters/catalog.ts";
 import { reapOrphanedGroups } from "./adapters/group_reaper.ts";
@@ -47,6 +48,7 @@ if (!edgeTls) {
 logNodePolicy(logger.with({ node_id: config.node.id }), config.policy);
 
 const registry = new Registry();
+registerProcessMetrics(registry);
 const adapterMetrics = createAdapterMetrics(registry);
 const store = await Deno.mkdir(dirOf(config.history.path), { recursive: true })
   .then(() =>

@@ -1,6 +1,8 @@
 /**
  * Prometheus metrics of the Edge's public HTTP surfaces: requests by route and status, request
- * duration, time to first token and tokens in/out. Route labels are route patterns, never ids.
+ * duration, time to first token, tokens in/out and output tokens per second. Route labels are
+ * route patterns, never ids; model labels are the configured model a request resolved to (never
+ * the client's raw string), or `unknown` before a handler named it.
  * @module
  */
 import type { MiddlewareHandler } from "hono";
@@ -10,8 +12,9 @@ import { Counter, Histogram, type Registry } from "prom-client";
 export interface HttpMetrics {
   requests: Counter<"route" | "status">;
   duration: Histogram<"route">;
-  firstToken: Histogram<"route">;
+  firstToken: Histogram<"route" | "model">;
   tokens: Counter<"route" | "direction">;
+  outputRate: Histogram<"model">;
 }
 
 /** Declares the surface metrics in `registry`. */
@@ -33,8 +36,8 @@ export function createHttpMetrics(registry: Registry): HttpMetrics {
     }),
     firstToken: new Histogram({
       name: "iop_edge_http_time_to_first_token_seconds",
-      help: "Time from request to the first answer token sent to the client, by route.",
-      labelNames: ["route"],
+      help: "Time from request to the first answer token sent to the client, by route and model.",
+      labelNames: ["route", "model"],
       buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
@@ -44,13 +47,27 @@ export function createHttpMetrics(registry: Registry): HttpMetrics {
       labelNames: ["route", "direction"],
       registers,
     }),
+    outputRate: new Histogram({
+      name: "iop_edge_http_output_tokens_per_second",
+      help: "Output tokens of a finished answer divided by the time from request to its usage, " +
+        "by model.",
+      labelNames: ["model"],
+      buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+      registers,
+    }),
   };
 }
 
 /** Per-request recorder a handler uses for what only it knows (first token, usage). */
 export interface RequestMeter {
+  /**
+   * Names the configured model the request resolved to; labels what is recorded after. Optional
+   * so that a test double of the meter may leave it out.
+   */
+  model?(name: string): void;
   /** Records the first token once; later calls are ignored. */
   firstToken(): void;
+  /** Records the answer's tokens once it finished, and its output tokens per second. */
   usage(inputTokens: number, outputTokens: number): void;
   /** Records the end of a streamed body (duration counts to the last byte). */
   streamEnded(): void;
@@ -69,20 +86,26 @@ export function meterRoute(metrics: HttpMetrics | undefined, route: string): Mid
     let sawFirst = false;
     let streaming = false;
     let ended = false;
+    let model = "unknown";
     const finish = () => {
       if (ended) return;
       ended = true;
       metrics?.duration.labels(route).observe((performance.now() - start) / 1000);
     };
     const meter: RequestMeter = {
+      model: (name) => {
+        model = name;
+      },
       firstToken: () => {
         if (sawFirst) return;
         sawFirst = true;
-        metrics?.firstToken.labels(route).observe((performance.now() - start) / 1000);
+        metrics?.firstToken.labels(route, model).observe((performance.now() - start) / 1000);
       },
       usage: (input, output) => {
         metrics?.tokens.labels(route, "in").inc(input);
         metrics?.tokens.labels(route, "out").inc(output);
+        const seconds = (performance.now() - start) / 1000;
+        if (output > 0 && seconds > 0) metrics?.outputRate.labels(model).observe(output / seconds);
       },
       streamEnded: finish,
     };
@@ -97,5 +120,5 @@ export function meterRoute(metrics: HttpMetrics | undefined, route: string): Mid
 /** The meter of the current request (a no-op one outside {@linkcode meterRoute}). */
 export function meterOf(c: { get: (key: never) => unknown }): RequestMeter {
   return (c.get(METER_KEY as never) as RequestMeter | undefined) ??
-    { firstToken() {}, usage() {}, streamEnded() {} };
+    { model() {}, firstToken() {}, usage() {}, streamEnded() {} };
 }
