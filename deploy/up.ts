@@ -160,7 +160,7 @@ for (const svc of services) {
     stdout: console_ ? "inherit" : "null",
     stderr: "piped",
   }).spawn();
-  void child.stderr.pipeTo(log.writable);
+  void copyAsItComes(child.stderr, log);
   children.set(svc.name, child);
   void child.status.then((status) => {
     if (stopping) return;
@@ -218,4 +218,18 @@ async function waitReady(url: string, timeoutMs: number): Promise<boolean> {
     await new Promise((r) => setTimeout(r, 200));
   }
   return false;
+}
+
+/**
+ * Writes each piece a service prints to its log file as soon as it arrives, so `tail -f` follows
+ * the service live and a hard kill of `up` loses nothing already printed.
+ */
+async function copyAsItComes(from: ReadableStream<Uint8Array>, to: Deno.FsFile): Promise<void> {
+  try {
+    for await (const chunk of from) {
+      for (let off = 0; off < chunk.length;) off += await to.write(chunk.subarray(off));
+    }
+  } finally {
+    to.close();
+  }
 }

@@ -115,10 +115,16 @@ export async function ensureImages(): Promise<void> {
     `fleet: building ${rebuild.join(", ")} with deploy/build_images.sh (about 15 s each)`,
   );
   const started = performance.now();
-  const r = await run("bash", ["deploy/build_images.sh", "--tag", IMAGE_TAG, ...rebuild], 600_000);
-  if (r.code !== 0) {
-    throw new Error(`deploy/build_images.sh failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
-  }
+  // Its progress lines go straight to the suite's output: a build takes a while.
+  const build = await new Deno.Command("bash", {
+    args: ["deploy/build_images.sh", "--tag", IMAGE_TAG, ...rebuild],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "inherit",
+    stderr: "inherit",
+    signal: AbortSignal.timeout(600_000),
+  }).output();
+  if (build.code !== 0) throw new Error(`deploy/build_images.sh failed (${build.code}), see above`);
   console.log(`fleet: images built in ${Math.round((performance.now() - started) / 1000)} s`);
 }
 
@@ -183,6 +189,12 @@ export async function startFleet(): Promise<Fleet> {
     const logs = await run("docker", [...composeArgs, "logs", "--no-color", "--tail", "40"]);
     console.log(`---- fleet logs (${project}) ----\n${logs.stdout}${logs.stderr}`);
   };
+  // Containers take tens of seconds to turn healthy; say that the suite is still waiting.
+  const upSince = performance.now();
+  const waiting = setInterval(() => {
+    const s = Math.round((performance.now() - upSince) / 1000);
+    console.log(`fleet: waiting for ${project}'s containers to be healthy (${s} s)`);
+  }, 10_000);
   try {
     env = await new DockerComposeEnvironment(`${ROOT}/compose`, "fleet.yaml")
       .withProjectName(project)
@@ -202,6 +214,8 @@ export async function startFleet(): Promise<Fleet> {
     await dumpLogs();
     await down();
     throw err;
+  } finally {
+    clearInterval(waiting);
   }
   const started = env;
   return {

@@ -235,6 +235,43 @@ Deno.test({
       );
 
       results.push(
+        await t.step(
+          "edge-b serves its tenants: no key is refused, a tenant sees only its models and " +
+            "gets 429 at its concurrency limit",
+          async () => {
+            const anonymous = await fetch(`${fleet.edgeBUrl}/v1/models`);
+            assert.equal(anonymous.status, 401);
+            await anonymous.body?.cancel();
+            const batch = new OpenAI({
+              apiKey: "fleet-batch-key",
+              baseURL: `${fleet.edgeBUrl}/v1`,
+              maxRetries: 0,
+              timeout: 30_000,
+            });
+            const models = await batch.models.list();
+            assert.deepEqual(models.data.map((m) => m.id), ["chat"]);
+            const first = await batch.chat.completions.create({
+              model: "chat",
+              messages: [{ role: "user", content: "batch one" }],
+              stream: true,
+            });
+            const second = await batch.chat.completions.create({
+              model: "chat",
+              messages: [{ role: "user", content: "batch two" }],
+            }).catch((e) => e);
+            assert.equal(second.status, 429, String(second));
+            assert.ok(Number(second.headers?.get("retry-after")) >= 1);
+            for await (const _chunk of first) { /* the first run still completes */ }
+            const forbidden = await batch.chat.completions.create({
+              model: "whoami",
+              messages: [{ role: "user", content: "x" }],
+            }).catch((e) => e);
+            assert.equal(forbidden.status, 404);
+          },
+        ),
+      );
+
+      results.push(
         await t.step("Prometheus scrapes every tier of the fleet", async () => {
           await assertPrometheusScrapesEveryTier(fleet.prometheusUrl);
         }),

@@ -46,7 +46,12 @@ Deno.test("deno task up starts Control Plane, Edge and Node that serve an OpenAI
     assert.equal(edges.length, 1);
     // State went to the chosen directory, not into the checkout.
     await Deno.stat(`${dir}/node-1/history.db`);
-    await Deno.stat(`${dir}/logs/edge.log`);
+    // Logs are written as the services print them, not when the stack stops.
+    const expected = { edge: /edge listening/, node: /registered/, cp: /listening/ };
+    for (const [svc, line] of Object.entries(expected)) {
+      const text = await Deno.readTextFile(`${dir}/logs/${svc}.log`);
+      assert.match(text, line, `${svc}.log while running:\n${text}`);
+    }
   } finally {
     exitCode = await stack.stop();
   }
