@@ -186,6 +186,8 @@ export async function testCpConfig(
     tls?: WireTls;
     /** Raw keys merged into `access` (tokens default to the operate and read test tokens). */
     access?: RawConfig;
+    /** Raw `series` keys (sample_interval_ms, window_ms); the defaults otherwise. */
+    series?: RawConfig;
   } = {},
 ): Promise<CpConfig> {
   const tls = overrides.tls ?? "server";
@@ -212,5 +214,6 @@ export async function testCpConfig(
     },
     audit: { path: auditPath },
     commands: { default_timeout_ms: 20_000 },
+    ...(overrides.series ? { series: overrides.series } : {}),
   }, "cp-test.yaml");
 }

@@ -5,8 +5,10 @@
  * registry holds after real edges attached and ran a command.
  */
 import assert from "node:assert/strict";
-import { type DescMessage, toJson } from "@bufbuild/protobuf";
+import { create, type DescMessage, toJson } from "@bufbuild/protobuf";
 import {
+  EdgeCommandRequestSchema,
+  EdgeSelectorSchema,
   EdgeViewSchema,
   file_iop_v1_control,
   RelayedEventSchema,
@@ -141,22 +143,11 @@ Deno.test("the registry's stored data holds no node token, node address, credent
     () => cp.registry.get("edge-guard")?.status?.nodes[0]?.connected ? true : undefined,
   );
   const command = cp.commands.submit({
-    selector: { $typeName: "iop.v1.EdgeSelector", all: true, edgeIds: [], labels: {} },
-    command: {
-      $typeName: "iop.v1.EdgeCommandRequest",
-      commandId: "",
-      issuedBy: "",
-      timeoutMs: 0,
-      kind: {
-        case: "agent",
-        value: {
-          $typeName: "iop.v1.AgentCommand",
-          agentId: "deployer",
-          command: "deploy",
-          input: "v9",
-        },
-      },
-    },
+    selector: create(EdgeSelectorSchema, { all: true }),
+    // Built with create() so that fields added to the contract later keep their defaults.
+    command: create(EdgeCommandRequestSchema, {
+      kind: { case: "agent", value: { agentId: "deployer", command: "deploy", input: "v9" } },
+    }),
     actor: "guard",
     via: "http",
   });

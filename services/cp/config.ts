@@ -57,6 +57,11 @@ export interface CpConfig {
    * answer before it records the share as unknown; `retained`: finished commands kept.
    */
   commands: { defaultTimeoutMs: number; resultGraceMs: number; retained: number };
+  /**
+   * The dashboard's charts: every `sample_interval_ms` the Control Plane asks each connected
+   * edge for its status and keeps one sample per edge for `window_ms` (default 15 minutes).
+   */
+  series: { sampleIntervalMs: number; windowMs: number };
 }
 
 /** One edge the Control Plane admits: its id and the credential that proves it. */
@@ -153,6 +158,8 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
   const audit = root.section("audit");
   const registry = root.section("registry");
   const commands = root.section("commands");
+  const series = root.section("series");
+  const sampleIntervalMs = series.number("sample_interval_ms", 5_000, { min: 100 });
   const id = cp.nonEmpty("id", "cp-local");
   return {
     file,
@@ -181,6 +188,10 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
       defaultTimeoutMs: commands.number("default_timeout_ms", 600_000, { min: 100 }),
       resultGraceMs: commands.number("result_grace_ms", 5_000, { min: 0 }),
       retained: commands.number("retained", 500, { min: 1 }),
+    },
+    series: {
+      sampleIntervalMs,
+      windowMs: series.number("window_ms", 900_000, { min: sampleIntervalMs, max: 86_400_000 }),
     },
   };
 }

@@ -330,3 +330,20 @@ Deno.test("IOP_CP_ACCESS_TOKENS replaces access.tokens as name:role:token entrie
   );
   assert.deepEqual(none.access.tokens, []);
 });
+
+Deno.test("series defaults to a 5 s sample over 15 minutes and refuses a window shorter than its interval", () => {
+  assert.deepEqual(parseCpConfig({}, "cp.yaml").series, {
+    sampleIntervalMs: 5_000,
+    windowMs: 900_000,
+  });
+  assert.deepEqual(
+    parseCpConfig({ series: { sample_interval_ms: 250, window_ms: 60_000 } }, "cp.yaml").series,
+    { sampleIntervalMs: 250, windowMs: 60_000 },
+  );
+  rejects(
+    { series: { sample_interval_ms: 10_000, window_ms: 5_000 } },
+    "series.window_ms",
+    /10000/,
+  );
+  rejects({ series: { sample_interval_ms: 10 } }, "series.sample_interval_ms", /100/);
+});

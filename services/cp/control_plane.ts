@@ -1,6 +1,7 @@
 /**
  * Assembles a running Control Plane from its config: audit store, edge registry, command
- * center, edge wire server and HTTP app. `main.ts` and tests both start it through here.
+ * center, the series of edge samples with the sampler that asks edges for status, edge wire
+ * server and HTTP app. `main.ts` and tests both start it through here.
  * @module
  */
 import { Registry } from "prom-client";
@@ -13,6 +14,8 @@ import { createCpMetrics } from "./cp_metrics.ts";
 import { createCpHttp } from "./http/app.ts";
 import type { AuditLog } from "./ports.ts";
 import { EdgeRegistry } from "./registry.ts";
+import { SeriesStore } from "./series.ts";
+import { startStatusSampler } from "./status_sampler.ts";
 import { openAuditStore } from "./store/audit_store.ts";
 import { startEdgeServer } from "./transport/edge_server.ts";
 import { loadListenTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
@@ -22,6 +25,8 @@ export interface ControlPlane extends AsyncDisposable {
   readonly registry: EdgeRegistry;
   readonly commands: CommandCenter;
   readonly audit: AuditLog;
+  /** The charts' samples per edge. */
+  readonly series: SeriesStore;
   /** `host:port` edges dial. */
   readonly wireAddress: string;
   /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8090`. */
@@ -51,8 +56,10 @@ export async function startControlPlane(
   registerProcessMetrics(metricsRegistry);
   const metrics = createCpMetrics(metricsRegistry);
   const registry = new EdgeRegistry({ eventsPerEdge: config.registry.eventsPerEdge });
+  const series = new SeriesStore(config.series);
   registry.subscribe((event) => {
     if (event.event.case === "link") metrics.edgesConnected.set(registry.connectedCount);
+    if (event.event.case === "status") series.record(event.edgeId, event.event.value, Date.now());
   });
   const commands = new CommandCenter({
     registry,
@@ -86,7 +93,20 @@ export async function startControlPlane(
     wireMetrics: createWireMetrics(metricsRegistry, "cp", "edge"),
     onHello: (verdict) => metrics.edgeHellos.labels(verdict).inc(),
   });
-  const app = createCpHttp({ config, registry, commands, audit, metrics: metricsRegistry, logger });
+  const app = createCpHttp({
+    config,
+    registry,
+    commands,
+    audit,
+    series,
+    metrics: metricsRegistry,
+    logger,
+  });
+  const stopSampling = startStatusSampler({
+    registry,
+    intervalMs: config.series.sampleIntervalMs,
+    timeoutMs: config.registry.statusTimeoutMs,
+  });
   const http = Deno.serve({
     hostname: config.http.host,
     port: config.http.port,
@@ -98,6 +118,7 @@ export async function startControlPlane(
   let stopped: Promise<void> | undefined;
   const stop = () =>
     stopped ??= (async () => {
+      stopSampling();
       commands.close();
       await wire.close();
       await http.shutdown();
@@ -107,6 +128,7 @@ export async function startControlPlane(
     registry,
     commands,
     audit,
+    series,
     wireAddress,
     httpUrl,
     stop,

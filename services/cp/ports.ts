@@ -64,6 +64,20 @@ export interface AuditRecord {
   results: Record<string, AuditEdgeResult>;
 }
 
+/** Which audit records to list; every field given must match, an absent one matches all. */
+export interface AuditFilter {
+  /** The token name that asked. */
+  actor?: string;
+  /** One of the command's target edges. */
+  edge?: string;
+  /** The command's outcome (running, succeeded, failed, partial, unknown, interrupted). */
+  outcome?: string;
+  /** run, cancel, drain, reload or agent. */
+  kind?: string;
+  /** Only records created before this time (ms), to page back. */
+  beforeMs?: number;
+}
+
 /** Durable, append-mostly record of fleet commands. */
 export interface AuditLog {
   /** Records a command as it is accepted. */
@@ -86,7 +100,7 @@ export interface AuditLog {
   ): void;
   /** One record by command id. */
   get(commandId: string): AuditRecord | undefined;
-  /** The most recent records, newest first. */
-  recent(limit: number): AuditRecord[];
+  /** The most recent records, newest first; with a filter, only those matching all of it. */
+  recent(limit: number, filter?: AuditFilter): AuditRecord[];
   close(): void;
 }

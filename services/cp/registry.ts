@@ -10,19 +10,26 @@ import { clone, create } from "@bufbuild/protobuf";
 import {
   type EdgeCommandRequest,
   type EdgeSelector,
+  type EdgeStatusRequest,
+  EdgeStatusRequestSchema,
   type EdgeStatusResponse,
   type EdgeView,
   EdgeViewSchema,
   type FleetEvent,
   FleetEventSchema,
+  type NodeAnswer,
+  type NodeQuery,
   type RelayedEvent,
 } from "../../proto/gen/iop/v1/control_pb.ts";
 import { IopError } from "../../shared/errors.ts";
 
 /** What the registry needs from the transport to reach one attached edge. */
 export interface EdgeLinkPort {
-  /** Asks the edge for a fresh status report. */
-  requestStatus(timeoutMs: number): Promise<EdgeStatusResponse>;
+  /**
+   * Asks the edge for a fresh status report, or with `request.nodeQuery` a read-only question
+   * about one of its nodes (answered in the response's `nodeAnswer`).
+   */
+  requestStatus(timeoutMs: number, request?: EdgeStatusRequest): Promise<EdgeStatusResponse>;
   /** Sends a command; its progress and result come back through the command center. */
   sendCommand(request: EdgeCommandRequest): Promise<void>;
   close(reason: string): void;
@@ -171,6 +178,34 @@ export class EdgeRegistry {
     }
     this.recordStatus(edgeId, await link.requestStatus(timeoutMs));
     return this.get(edgeId)!;
+  }
+
+  /**
+   * Asks a connected edge a read-only question about one of its nodes (its history, a run's
+   * output); nothing is stored. UNAVAILABLE when the edge is not connected or predates node
+   * queries (it answers with a status report instead).
+   */
+  async queryNode(edgeId: string, query: NodeQuery, timeoutMs: number): Promise<NodeAnswer> {
+    const link = this.link(edgeId);
+    if (!link) {
+      throw new IopError(
+        this.#entries.has(edgeId) ? "UNAVAILABLE" : "NOT_FOUND",
+        this.#entries.has(edgeId)
+          ? `Cannot ask edge '${edgeId}' about a node as it is not connected`
+          : `Cannot find edge '${edgeId}'`,
+      );
+    }
+    const response = await link.requestStatus(
+      timeoutMs,
+      create(EdgeStatusRequestSchema, { nodeQuery: query }),
+    );
+    if (!response.nodeAnswer) {
+      throw new IopError(
+        "UNAVAILABLE",
+        `Cannot ask edge '${edgeId}' about a node as its version does not answer node queries`,
+      );
+    }
+    return response.nodeAnswer;
   }
 
   /**

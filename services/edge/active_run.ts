@@ -17,6 +17,7 @@ export class ActiveRun implements RunHandle {
   readonly adapter: string;
   readonly target: string;
   readonly startedAtMs: number;
+  /** When the first output arrived at the Edge; 0 before. */
   firstOutputAtMs = 0;
   #lastSeq = 0;
   readonly #queue = new AsyncQueue<RunEvent>();
@@ -65,9 +66,8 @@ export class ActiveRun implements RunHandle {
   offer(event: RunEvent): Accepted {
     if (this.#finished || event.seq <= this.#lastSeq) return "stale";
     this.#lastSeq = event.seq;
-    if (event.type === "output" && this.firstOutputAtMs === 0) {
-      this.firstOutputAtMs = event.timestampMs;
-    }
+    // On the Edge's clock, like startedAtMs: the node's timestamps may be skewed against it.
+    if (event.type === "output" && this.firstOutputAtMs === 0) this.firstOutputAtMs = Date.now();
     this.#queue.push(event);
     if (!isTerminal(event)) return "accepted";
     this.#finished = true;

@@ -57,6 +57,11 @@ const DATA_ROUTES = [
   "/report",
   "/report?refresh=1",
   "/audit",
+  "/audit?actor=ops&edge=x&status=failed",
+  "/series",
+  "/edges/x/series",
+  "/edges/x/nodes/n/runs",
+  "/edges/x/nodes/n/runs/r/output",
   "/no-such-route",
 ];
 

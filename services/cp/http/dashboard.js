@@ -1,31 +1,44 @@
 // The fleet dashboard: speaks ClientEnvelope messages in proto3 JSON over the /client WebSocket
-// (hello → subscribe → status), renders edges side by side, live events and fleet commands with
-// their per-edge results (unknown when the Control Plane cannot know, "completed late" when the
-// edge's answer came after that). Plain script, no build step; all text goes in via textContent.
+// (hello → subscribe → status), renders charts of the Control Plane's series (GET /series, every
+// sample interval), edges side by side (click a node for its detail), live events, fleet
+// commands with their per-edge results (unknown when the Control Plane cannot know, "completed
+// late" when the edge's answer came after that), a run view and the filtered audit. ES modules,
+// no build step; all text goes in via textContent.
 //
 // Access: the operator pastes a Control Plane access token (read or operate); it is kept in
 // sessionStorage (gone with the tab), sent as the socket's first message (the hello's credential:
 // browsers cannot set headers on a WebSocket) and as `Authorization: Bearer` on every fetch. A
 // read token shows the fleet with the command form disabled; a refused token says so and the
 // page waits for another one instead of reconnecting.
-"use strict";
+import { $, api, el, showAccess, tokenInput } from "./dashboard_common.js";
+import { buildCharts, drawCharts } from "./dashboard_charts.js";
+import {
+  badgeOf,
+  commandUpdated,
+  initViews,
+  loadAudit,
+  loadNodeRuns,
+  openCommandRun,
+  openNode,
+  renderNode,
+} from "./dashboard_views.js";
 
-const state = { edges: new Map(), commands: new Map(), nextId: 1, pending: new Map(), ws: null };
-const $ = (sel) => document.querySelector(sel);
+const state = {
+  edges: new Map(),
+  commands: new Map(),
+  nextId: 1,
+  pending: new Map(),
+  ws: null,
+  series: { edges: {}, sampleIntervalMs: 5000 },
+  seriesTimer: null,
+};
 const TOKEN_KEY = "iop-cp-token";
-const tokenInput = $("#token");
 // Tokens were once kept in localStorage; drop any left there.
 localStorage.removeItem("iop-admin-token");
 tokenInput.value = sessionStorage.getItem(TOKEN_KEY) || "";
 
 /** Close code of a socket the Control Plane refused for its token (see client_socket.ts). */
 const CLOSE_UNAUTHENTICATED = 4401;
-
-function showAccess(text, kind) {
-  const box = $("#access");
-  box.textContent = text;
-  box.className = kind || "muted";
-}
 
 /** Enables the command form for an operate token; otherwise disables it with a hint. */
 function setCanCommand(can) {
@@ -35,52 +48,6 @@ function setCanCommand(can) {
   $("#command-hint").textContent = can
     ? ""
     : "Read-only: this token has role read. Commands need a token with role operate.";
-}
-
-/** A fetch of the Control Plane's API with the token; 401/403 become clear messages. */
-async function api(path, init) {
-  const res = await fetch(path, {
-    ...init,
-    headers: { ...(init && init.headers), authorization: `Bearer ${tokenInput.value}` },
-  });
-  if (res.status === 401) {
-    showAccess("Token refused (401): paste a valid access token.", "denied");
-    throw new Error("unauthenticated");
-  }
-  if (res.status === 403) {
-    const body = await res.json().catch(() => ({}));
-    const message = (body.error && body.error.message) || "forbidden";
-    showAccess(`Not allowed (403): ${message}`, "denied");
-    throw new Error(message);
-  }
-  return await res.json();
-}
-
-/** The newest audit rows: who (token name) ran what, and how it ended. */
-async function loadAudit() {
-  const body = await api("/audit?limit=10");
-  const box = $("#audit");
-  box.replaceChildren();
-  for (const r of body.records || []) {
-    box.append(
-      el(
-        "div",
-        { class: "audit-row", "data-command-id": r.commandId },
-        `${new Date(r.createdAtMs).toLocaleTimeString()} ${r.actor} ${r.kind} ${r.detail} → ` +
-          `${r.outcome}`,
-      ),
-    );
-  }
-}
-
-function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return node;
 }
 
 function request(msg) {
@@ -120,6 +87,7 @@ function connect() {
     ws.send(JSON.stringify({ subscribe: {} }));
     await refreshStatus();
     await loadAudit().catch(() => {});
+    await loadSeries().catch(() => {});
   };
   ws.onmessage = (e) => receive(JSON.parse(e.data));
   ws.onclose = (e) => {
@@ -164,18 +132,27 @@ function receive(env) {
 }
 
 let statusTimer = null;
+let historyTimer = null;
 function onFleetEvent(ev) {
   const edge = state.edges.get(ev.edgeId);
   if (ev.status && edge) {
     edge.status = ev.status;
     renderEdges();
+    renderNode();
   } else if (ev.link) {
     // A new or returning edge: fetch the whole view once things settle.
     clearTimeout(statusTimer);
     statusTimer = setTimeout(refreshStatus, 100);
   }
   if (ev.relayed) addEvent(ev.edgeId, ev.relayed);
-  else if (ev.link) addEvent(ev.edgeId, { atMs: String(Date.now()), link: ev.link });
+  if (ev.relayed && ev.relayed.run && ev.relayed.run.status !== "started") {
+    // A run of the open node ended: its history has a new row.
+    const panel = $("#node-detail");
+    if (!panel.hidden && panel.dataset.nodeId === ev.relayed.run.nodeId) {
+      clearTimeout(historyTimer);
+      historyTimer = setTimeout(loadNodeRuns, 300);
+    }
+  } else if (ev.link) addEvent(ev.edgeId, { atMs: String(Date.now()), link: ev.link });
 }
 
 function addEvent(edgeId, r) {
@@ -241,7 +218,18 @@ function renderEdges() {
           el(
             "tr",
             { class: "node", "data-node-id": n.id },
-            el("td", {}, i === 0 ? n.id : ""),
+            el(
+              "td",
+              {},
+              i === 0
+                ? el("button", {
+                  class: "link node-link",
+                  type: "button",
+                  title: "node detail",
+                  onclick: () => openNode(e.edgeId, n.id),
+                }, n.id)
+                : "",
+            ),
             el("td", {}, i === 0 ? nodeState : ""),
             el("td", {}, r ? `${r.kind} ${r.id}${r.target ? ` → ${r.target}` : ""}` : "-"),
             el("td", {}, r ? r.inFlight : n.inFlight),
@@ -356,12 +344,16 @@ tokenInput.addEventListener("change", () => {
 });
 
 function onCommandUpdate(u) {
+  commandUpdated(u.commandId);
+  // A result changes its row; a command first seen here (any source) needs one.
+  const known = document.querySelector(`.audit-row[data-command-id="${CSS.escape(u.commandId)}"]`);
+  if (u.result || !known) scheduleAudit();
   const cmd = state.commands.get(u.commandId);
   if (!cmd) return;
   const share = cmd.edges.get(u.edgeId) || { status: "running", progress: [], summary: "" };
   cmd.edges.set(u.edgeId, share);
   if (u.progress) share.progress.push(u.progress.message);
-  // The run the command started: its whole output stays on the edge (see runOutputHint).
+  // The run the command started: the run view shows its output (through the Control Plane).
   const started = u.result && u.result.runId ? u.result : u.progress;
   if (started && started.runId && started.nodeId) {
     share.runId = started.runId;
@@ -373,30 +365,8 @@ function onCommandUpdate(u) {
     share.status = u.shareStatus || u.result.status;
     share.late = Boolean(u.late);
     share.summary = u.result.summary || "";
-    if ([...cmd.edges.values()].every((e) => e.status !== "running")) {
-      loadAudit().catch(() => {});
-    }
   }
   renderCommand(cmd);
-}
-
-/** Badge class of a share status: unknown is neither a success nor a failure. */
-function badgeOf(status) {
-  if (status === "succeeded") return "up";
-  if (status === "running") return "busy";
-  if (status === "unknown") return "unknown";
-  return "down";
-}
-
-/**
- * Where the edge serves a run's whole output; the Control Plane knows no edge's HTTP address, so
- * this is a hint to use against that edge (or `/history <node> <run-id>` on its console).
- */
-function runOutputHint(edgeId, share) {
-  if (!share.runId || !share.nodeId) return "";
-  const path = `/api/iop/nodes/${encodeURIComponent(share.nodeId)}/runs/` +
-    `${encodeURIComponent(share.runId)}/output`;
-  return el("div", { class: "run-output muted" }, `full output: edge ${edgeId}: GET ${path}`);
 }
 
 function renderCommand(cmd) {
@@ -405,7 +375,18 @@ function renderCommand(cmd) {
     box = el("div", { class: "command", "data-command-id": cmd.id });
     $("#commands").prepend(box);
   }
-  box.replaceChildren(el("div", {}, el("strong", {}, cmd.id), ` ${cmd.label}`));
+  box.replaceChildren(
+    el(
+      "div",
+      {},
+      el("button", {
+        class: "link",
+        type: "button",
+        onclick: () => openCommandRun(cmd.id),
+      }, cmd.id),
+      ` ${cmd.label}`,
+    ),
+  );
   for (const [edgeId, share] of cmd.edges) {
     box.append(
       el(
@@ -417,11 +398,84 @@ function renderCommand(cmd) {
         share.status === "unknown" ? el("span", { class: "late" }, " (not retryable)") : "",
         " ",
         el("span", { class: "summary" }, share.summary.split("\n").slice(-3).join(" ⏎ ")),
-        runOutputHint(edgeId, share),
+        share.runId
+          ? el("button", {
+            class: "link view-run",
+            type: "button",
+            onclick: () => openCommandRun(cmd.id),
+          }, "view run")
+          : "",
         el("div", { class: "progress" }, share.progress.slice(-5).join("\n")),
       ),
     );
   }
 }
 
+/** Any command's result (from this page or not) may change the audit: reload it soon. */
+let auditTimer = null;
+function scheduleAudit() {
+  clearTimeout(auditTimer);
+  auditTimer = setTimeout(() => loadAudit().catch(() => {}), 300);
+}
+
+// ---- charts ---------------------------------------------------------------------------------
+
+/** Fetches every edge's samples, redraws, and comes back after one sample interval. */
+async function loadSeries() {
+  clearTimeout(state.seriesTimer);
+  if (!state.ws) return;
+  try {
+    state.series = await api("/series");
+    renderSeriesControls();
+    renderCharts();
+  } finally {
+    const every = Math.max(1000, state.series.sampleIntervalMs || 5000);
+    if (state.ws) state.seriesTimer = setTimeout(() => loadSeries().catch(() => {}), every);
+  }
+}
+
+/** The edge and pool choices of the charts, from the edges that have samples. */
+function renderSeriesControls() {
+  const edgeSelect = $("#chart-edge");
+  const ids = Object.keys(state.series.edges || {}).sort();
+  const chosen = edgeSelect.value || ids[0] || "";
+  const options = (select, values, keep) => {
+    const now = [...select.options].map((o) => o.value).join("\n");
+    if (now === values.map((v) => v[0]).join("\n")) return;
+    select.replaceChildren(...values.map(([v, label]) => el("option", { value: v }, label)));
+    select.value = values.some((v) => v[0] === keep) ? keep : values[0] ? values[0][0] : "";
+  };
+  options(edgeSelect, ids.map((id) => [id, id]), chosen);
+  const samples = state.series.edges[edgeSelect.value] || [];
+  const pools = [...new Set(samples.flatMap((s) => Object.keys(s.pools)))].sort();
+  const poolSelect = $("#chart-pool");
+  options(
+    poolSelect,
+    [["total", "whole edge"], ["each", "each pool"], ...pools.map((p) => [p, `pool ${p}`])],
+    poolSelect.value || "total",
+  );
+}
+
+function renderCharts() {
+  const edgeId = $("#chart-edge").value;
+  const samples = (state.series.edges || {})[edgeId] || [];
+  const box = $("#charts");
+  box.dataset.edgeId = edgeId;
+  box.dataset.samples = String(samples.length);
+  drawCharts(box, samples, $("#chart-pool").value || "total", Date.now());
+  $("#charts-note").textContent = samples.length
+    ? `${samples.length} samples, one per ${state.series.sampleIntervalMs / 1000} s, last ` +
+      `${Math.round(state.series.windowMs / 60000)} min`
+    : "No samples yet: the Control Plane asks each edge every " +
+      `${(state.series.sampleIntervalMs || 5000) / 1000} s.`;
+}
+
+$("#chart-edge").addEventListener("change", () => {
+  renderSeriesControls();
+  renderCharts();
+});
+$("#chart-pool").addEventListener("change", renderCharts);
+
+buildCharts($("#charts"));
+initViews({ edgeOf: (id) => state.edges.get(id) });
 connect();

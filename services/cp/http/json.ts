@@ -25,17 +25,20 @@ export function messageJson<Desc extends DescMessage>(
  * edge's answer replaced unknown), `learnedAtMs` (when the status was learned; 0 while
  * running), and `runId`, `nodeId` and `outputPath` of the run the command started there (from
  * its result, or its progress while it runs; empty when none): the run's whole output is at
- * `outputPath` on that edge's HTTP listener, which the Control Plane does not know.
+ * `outputPath` on that edge's HTTP listener, which the Control Plane does not know, and through
+ * this Control Plane at `cpOutputPath` (empty when there is no run).
  */
 export function commandJson(command: FleetCommand): Record<string, unknown> {
   const edges: Record<string, unknown> = {};
   for (const [edgeId, state] of command.edges) {
+    const run = runOf(state);
     edges[edgeId] = {
       status: state.status,
       retryable: state.result?.error?.retryable ?? false,
       late: state.late,
       learnedAtMs: state.learnedAtMs,
-      ...runOf(state),
+      ...run,
+      cpOutputPath: run.outputPath ? cpRunOutputPath(edgeId, run.nodeId, run.runId) : "",
       progress: state.progress.map((p) => messageJson(EdgeCommandProgressSchema, p)),
       result: state.result ? messageJson(EdgeCommandResultSchema, state.result) : null,
     };
@@ -59,6 +62,16 @@ function runOf(state: EdgeCommandState): { runId: string; nodeId: string; output
   const runId = started?.runId ?? "";
   const nodeId = started?.nodeId ?? "";
   return { runId, nodeId, outputPath: runId && nodeId ? runOutputPath(nodeId, runId) : "" };
+}
+
+/**
+ * The path of a run's whole output on this Control Plane, which asks the edge for it over the
+ * edge wire (`GET`, text/plain, read token).
+ */
+export function cpRunOutputPath(edgeId: string, nodeId: string, runId: string): string {
+  return `/edges/${encodeURIComponent(edgeId)}${
+    runOutputPath(nodeId, runId).slice("/api/iop".length)
+  }`;
 }
 
 /** The path of a run's whole output on its edge (`GET`, text/plain). */

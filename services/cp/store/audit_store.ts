@@ -6,7 +6,13 @@
  * @module
  */
 import { DatabaseSync } from "node:sqlite";
-import type { AuditEdgeResult, AuditLog, AuditRecord, CommandOutcome } from "../ports.ts";
+import type {
+  AuditEdgeResult,
+  AuditFilter,
+  AuditLog,
+  AuditRecord,
+  CommandOutcome,
+} from "../ports.ts";
 
 const SCHEMA = `CREATE TABLE IF NOT EXISTS audit (
   command_id TEXT PRIMARY KEY,
@@ -57,8 +63,15 @@ export function openAuditStore(path: string, nowMs: number = Date.now()): AuditL
     "UPDATE audit SET outcome = ?, finished_at_ms = ?, results = ? WHERE command_id = ?",
   );
   const update = db.prepare("UPDATE audit SET outcome = ?, results = ? WHERE command_id = ?");
+  // Each filter is bound as a value or NULL (matches all), so one statement serves them all.
   const recent = db.prepare(
-    "SELECT * FROM audit ORDER BY created_at_ms DESC, rowid DESC LIMIT ?",
+    `SELECT * FROM audit
+     WHERE (:actor IS NULL OR actor = :actor)
+       AND (:outcome IS NULL OR outcome = :outcome)
+       AND (:kind IS NULL OR kind = :kind)
+       AND (:before IS NULL OR created_at_ms < :before)
+       AND (:edge IS NULL OR EXISTS (SELECT 1 FROM json_each(audit.edges) WHERE value = :edge))
+     ORDER BY created_at_ms DESC, rowid DESC LIMIT :limit`,
   );
   const one = db.prepare("SELECT * FROM audit WHERE command_id = ?");
   return {
@@ -89,8 +102,15 @@ export function openAuditStore(path: string, nowMs: number = Date.now()): AuditL
       const row = one.get(commandId) as unknown as Row | undefined;
       return row ? fromRow(row) : undefined;
     },
-    recent(limit: number): AuditRecord[] {
-      return (recent.all(limit) as unknown as Row[]).map(fromRow);
+    recent(limit: number, filter: AuditFilter = {}): AuditRecord[] {
+      return (recent.all({
+        actor: filter.actor ?? null,
+        outcome: filter.outcome ?? null,
+        kind: filter.kind ?? null,
+        before: filter.beforeMs ?? null,
+        edge: filter.edge ?? null,
+        limit,
+      }) as unknown as Row[]).map(fromRow);
     },
     close() {
       if (db.isOpen) db.close();

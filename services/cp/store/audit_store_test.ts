@@ -85,3 +85,29 @@ Deno.test("update() rewrites a finished row's outcome and results when a late an
   assert.equal(store.get("cmd_none"), undefined);
   store.close();
 });
+
+Deno.test("recent() filters by actor, target edge, outcome, kind and time, all at once", () => {
+  const audit = openAuditStore(":memory:");
+  try {
+    audit.begin(record("c1", 1));
+    audit.begin({ ...record("c2", 2), actor: "bob", kind: "run", edges: ["edge-b"] });
+    audit.begin({ ...record("c3", 3), edges: ["edge-c", "edge-ab"] });
+    audit.finish("c1", "succeeded", 5, {});
+    audit.finish("c2", "failed", 6, {});
+    const ids = (filter: Parameters<typeof audit.recent>[1]) =>
+      audit.recent(10, filter).map((r) => r.commandId);
+    assert.deepEqual(ids({}), ["c3", "c2", "c1"]);
+    assert.deepEqual(ids({ actor: "alice" }), ["c3", "c1"]);
+    // An edge is matched as a whole id, never as part of another.
+    assert.deepEqual(ids({ edge: "edge-a" }), ["c1"]);
+    assert.deepEqual(ids({ edge: "edge-b" }), ["c2", "c1"]);
+    assert.deepEqual(ids({ outcome: "running" }), ["c3"]);
+    assert.deepEqual(ids({ kind: "run" }), ["c2"]);
+    assert.deepEqual(ids({ beforeMs: 3 }), ["c2", "c1"]);
+    assert.deepEqual(ids({ actor: "alice", edge: "edge-b", outcome: "succeeded" }), ["c1"]);
+    assert.deepEqual(ids({ actor: "bob", outcome: "succeeded" }), []);
+    assert.deepEqual(audit.recent(1, { actor: "alice" }).map((r) => r.commandId), ["c3"]);
+  } finally {
+    audit.close();
+  }
+});

@@ -254,11 +254,11 @@ function handle(
 
 function createLink(conn: Conn, pending: PendingRequests<EdgeStatusResponse>): EdgeLinkPort {
   return {
-    requestStatus: async (timeoutMs) => {
+    requestStatus: async (timeoutMs, request) => {
       const { id, response } = pending.open(timeoutMs, "edge status request");
       await conn.send(create(EdgeEnvelopeSchema, {
         correlationId: id,
-        msg: { case: "statusRequest", value: {} },
+        msg: { case: "statusRequest", value: request ?? {} },
       }));
       return await response;
     },

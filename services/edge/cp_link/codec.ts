@@ -15,15 +15,22 @@ import {
 } from "../../../proto/gen/iop/v1/control_pb.ts";
 import type { AgentStateChange, AgentView } from "../agents/domain_agents.ts";
 import type { EdgeEvent, StatusSnapshot } from "../ports.ts";
+import { BUCKET_BOUNDS_MS, type PoolTally } from "./run_counters.ts";
 
-/** Builds the status report from the service's snapshot and the domain agents' views. */
+/**
+ * Builds the status report from the service's snapshot, the domain agents' views and, when
+ * given, the run counters per pool (with each pool's in-flight runs and its providers' queue).
+ */
 export function toStatusResponse(
   snapshot: StatusSnapshot,
   agents: readonly AgentView[],
   nowMs: number,
+  pools: readonly PoolTally[] = [],
 ): EdgeStatusResponse {
   return create(EdgeStatusResponseSchema, {
     reportedAtMs: BigInt(nowMs),
+    pools: poolCounters(snapshot, pools),
+    bucketBoundsMs: [...BUCKET_BOUNDS_MS],
     edge: {
       edgeId: snapshot.edgeId,
       version: snapshot.version,
@@ -69,6 +76,35 @@ export function toStatusResponse(
       lastStatus: a.lastStatus,
       lastFinishedAtMs: BigInt(a.lastFinishedAtMs),
     })),
+  });
+}
+
+/** Every pool that ran something or has a provider, with its counters and gauges. */
+function poolCounters(snapshot: StatusSnapshot, tallies: readonly PoolTally[]) {
+  const queued = new Map<string, number>();
+  for (const n of snapshot.nodes) {
+    for (const r of n.resources) {
+      if (r.kind !== "provider") continue;
+      const pool = r.modelGroup || r.id;
+      queued.set(pool, (queued.get(pool) ?? 0) + r.queued);
+    }
+  }
+  const byPool = new Map(tallies.map((t) => [t.pool, t]));
+  const names = [...new Set([...byPool.keys(), ...queued.keys()])].sort();
+  const empty = new Array<bigint>(BUCKET_BOUNDS_MS.length + 1).fill(0n);
+  return names.map((pool) => {
+    const t = byPool.get(pool);
+    return {
+      pool,
+      runsStarted: BigInt(t?.runsStarted ?? 0),
+      runsFinished: BigInt(t?.runsFinished ?? 0),
+      runsFailed: BigInt(t?.runsFailed ?? 0),
+      tokensOut: BigInt(t?.tokensOut ?? 0),
+      latencyBuckets: t ? t.latencyBuckets.map(BigInt) : empty,
+      ttftBuckets: t ? t.ttftBuckets.map(BigInt) : empty,
+      inFlight: t ? Math.max(0, t.runsStarted - t.runsFinished) : 0,
+      queued: queued.get(pool) ?? 0,
+    };
   });
 }
 

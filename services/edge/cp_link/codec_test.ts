@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { ResourceStatus, StatusSnapshot } from "../ports.ts";
 import { toRelayedEvent, toStatusResponse } from "./codec.ts";
+import { BUCKET_BOUNDS_MS, bucketOf, RunCounters } from "./run_counters.ts";
 
 const WHY =
   "profiles[0].command: 'bash' is not allowed on this node (policy.cli.commands allows: sh)";
@@ -72,4 +73,59 @@ Deno.test("a resource its node refused reaches the Control Plane as not enabled"
     ["ok", true],
     ["cli", false],
   ]);
+});
+
+Deno.test("the status report carries each pool's counters, in-flight runs and its providers' queue", () => {
+  const provider = (id: string, modelGroup: string, queued: number): ResourceStatus => ({
+    kind: "provider",
+    id,
+    adapter: "mock",
+    adapterKind: "mock",
+    target: id,
+    modelGroup,
+    maxConcurrency: 2,
+    inFlight: 0,
+    queued,
+    enabled: true,
+    refused: "",
+  });
+  const snapshot: StatusSnapshot = {
+    edgeId: "e1",
+    version: "1",
+    startedAtMs: 0,
+    runsInFlight: 1,
+    nodes: [{
+      id: "n1",
+      alias: "",
+      connected: true,
+      draining: false,
+      version: "1",
+      hostname: "h",
+      connectedAtMs: 0,
+      lastSeenMs: 0,
+      inFlight: 1,
+      configVersion: 1,
+      wantedConfigVersion: 1,
+      resources: [provider("p1", "chat", 2), provider("p2", "chat", 1), provider("p3", "", 0)],
+    }],
+  };
+  const counters = new RunCounters();
+  counters.started("chat");
+  counters.started("chat");
+  counters.finished("chat", { status: "completed", latencyMs: 20, ttftMs: 4, tokensOut: 9 });
+  counters.started("cli/build");
+  const status = toStatusResponse(snapshot, [], 0, counters.snapshot());
+  assert.deepEqual(status.bucketBoundsMs, [...BUCKET_BOUNDS_MS]);
+  assert.deepEqual(
+    status.pools.map((
+      p,
+    ) => [p.pool, p.runsStarted, p.runsFinished, p.tokensOut, p.inFlight, p.queued]),
+    [
+      ["chat", 2n, 1n, 9n, 1, 3],
+      ["cli/build", 1n, 0n, 0n, 1, 0],
+      ["p3", 0n, 0n, 0n, 0, 0],
+    ],
+  );
+  assert.equal(status.pools[0]!.latencyBuckets[bucketOf(20)], 1n);
+  assert.equal(status.pools[2]!.ttftBuckets.length, BUCKET_BOUNDS_MS.length + 1);
 });

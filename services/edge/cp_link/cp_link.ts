@@ -1,6 +1,7 @@
 /**
  * The Edge's link to a Control Plane: dials out, says hello with its id and credential, answers
- * status requests from the service layer, relays bus events and agent state changes, and runs
+ * status requests from the service layer (with run counters per pool, see `run_counters.ts`) and
+ * read-only node queries (history, a run's output), relays bus events and agent state changes, and runs
  * commands through the service layer within their deadline. A command outlives a lost link (up
  * to its deadline); a result that cannot be delivered is kept and sent after the next hello.
  * After any loss it redials with exponential backoff and jitter; the Edge serves everything
@@ -24,6 +25,8 @@ import type { DomainAgents } from "../agents/domain_agents.ts";
 import type { EdgeService } from "../service.ts";
 import { agentRelayedEvent, toRelayedEvent, toStatusResponse } from "./codec.ts";
 import { executeWithDeadline } from "./commands.ts";
+import { answerNodeQuery } from "./node_query.ts";
+import { countRuns, RunCounters } from "./run_counters.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { dialLink } from "../../../shared/wire/link.ts";
 import { loadDialTls, requireLinkSecurity } from "../../../shared/wire/tls.ts";
@@ -79,6 +82,9 @@ export function startCpLink(options: CpLinkOptions): CpLink {
   let current: { conn: Conn; address: string } | undefined;
   let wake: (() => void) | undefined;
   const channel: CommandChannel = { conn: undefined, undelivered: [] };
+  // Counted for the whole life of the link, across reconnects: the counters are cumulative.
+  const runCounters = new RunCounters();
+  const stopCounting = countRuns(service, runCounters);
 
   // A reload that changes the address re-points the link: drop the current one and redial.
   const unsubscribe = service.subscribe((event) => {
@@ -117,7 +123,12 @@ export function startCpLink(options: CpLinkOptions): CpLink {
             ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
           });
           current = { conn, address };
-          const outcome = await session(conn, options, stopController.signal, channel, () => {
+          const outcome = await session(conn, {
+            options,
+            stopSignal: stopController.signal,
+            channel,
+            runCounters,
+          }, () => {
             attached = true;
             delay = initial;
           });
@@ -164,6 +175,7 @@ export function startCpLink(options: CpLinkOptions): CpLink {
     stop: async () => {
       stopController.abort();
       unsubscribe();
+      stopCounting();
       current?.conn.close("edge stopping");
       wake?.();
       await loop;
@@ -171,13 +183,20 @@ export function startCpLink(options: CpLinkOptions): CpLink {
   };
 }
 
+/** What one link session works with, beyond its connection. */
+interface SessionContext {
+  options: CpLinkOptions;
+  stopSignal: AbortSignal;
+  channel: CommandChannel;
+  runCounters: RunCounters;
+}
+
 async function session(
   conn: Conn,
-  options: CpLinkOptions,
-  stopSignal: AbortSignal,
-  channel: CommandChannel,
+  context: SessionContext,
   onAttached: () => void,
 ): Promise<"lost" | "refused"> {
+  const { options, stopSignal, channel, runCounters } = context;
   const { service, agents, logger } = options;
   const config = service.config;
   const messages = conn.messages();
@@ -247,15 +266,33 @@ async function session(
       switch (msg.case) {
         case "heartbeat":
           break;
-        case "statusRequest":
+        case "statusRequest": {
+          const correlationId = envelope.correlationId;
+          const query = msg.value.nodeQuery;
+          if (query) {
+            // A read-only question about a node: answered when the node has answered.
+            void answerNodeQuery(service, query).then((nodeAnswer) =>
+              send(create(EdgeEnvelopeSchema, {
+                correlationId,
+                msg: { case: "statusResponse", value: { nodeAnswer } },
+              }))
+            );
+            break;
+          }
           send(create(EdgeEnvelopeSchema, {
-            correlationId: envelope.correlationId,
+            correlationId,
             msg: {
               case: "statusResponse",
-              value: toStatusResponse(service.status(), agents.list(), Date.now()),
+              value: toStatusResponse(
+                service.status(),
+                agents.list(),
+                Date.now(),
+                runCounters.snapshot(),
+              ),
             },
           }));
           break;
+        }
         case "commandRequest":
           void runCommand(msg.value, channel, options, stopSignal);
           break;

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file iop/v1/control.proto.
  */
 export const file_iop_v1_control: GenFile = /*@__PURE__*/
-  fileDesc("ChRpb3AvdjEvY29udHJvbC5wcm90bxIGaW9wLnYxIuADCgxFZGdlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSIgoFaGVsbG8YCiABKAsyES5pb3AudjEuRWRnZUhlbGxvSAASKQoJaGVsbG9fYWNrGAsgASgLMhQuaW9wLnYxLkVkZ2VIZWxsb0Fja0gAEioKCWhlYXJ0YmVhdBgMIAEoCzIVLmlvcC52MS5MaW5rSGVhcnRiZWF0SAASMwoOc3RhdHVzX3JlcXVlc3QYDSABKAsyGS5pb3AudjEuRWRnZVN0YXR1c1JlcXVlc3RIABI1Cg9zdGF0dXNfcmVzcG9uc2UYDiABKAsyGi5pb3AudjEuRWRnZVN0YXR1c1Jlc3BvbnNlSAASJQoFZXZlbnQYDyABKAsyFC5pb3AudjEuUmVsYXllZEV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLkVkZ2VDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcHJvZ3Jlc3MYESABKAsyGy5pb3AudjEuRWRnZUNvbW1hbmRQcm9ncmVzc0gAEjMKDmNvbW1hbmRfcmVzdWx0GBIgASgLMhkuaW9wLnYxLkVkZ2VDb21tYW5kUmVzdWx0SABCBQoDbXNnIs8BCglFZGdlSGVsbG8SDwoHZWRnZV9pZBgBIAEoCRISCgpjcmVkZW50aWFsGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoDRIUCgxjYXBhYmlsaXRpZXMYBSADKAkSLQoGbGFiZWxzGAYgAygLMh0uaW9wLnYxLkVkZ2VIZWxsby5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImkKDEVkZ2VIZWxsb0FjaxIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEhgKEGNvbnRyb2xfcGxhbmVfaWQYBCABKAkiIwoNTGlua0hlYXJ0YmVhdBISCgpzZW50X2F0X21zGAEgASgDIhMKEUVkZ2VTdGF0dXNSZXF1ZXN0IpkBChJFZGdlU3RhdHVzUmVzcG9uc2USIQoEZWRnZRgBIAEoCzITLmlvcC52MS5FZGdlU3VtbWFyeRIiCgVub2RlcxgCIAMoCzITLmlvcC52MS5Ob2RlU3VtbWFyeRIkCgZhZ2VudHMYAyADKAsyFC5pb3AudjEuQWdlbnRTdW1tYXJ5EhYKDnJlcG9ydGVkX2F0X21zGAQgASgDIowBCgtFZGdlU3VtbWFyeRIPCgdlZGdlX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSFQoNc3RhcnRlZF9hdF9tcxgDIAEoAxIWCg5ydW5zX2luX2ZsaWdodBgEIAEoDRIXCg9ub2Rlc19jb25uZWN0ZWQYBSABKA0SEwoLbm9kZXNfa25vd24YBiABKA0izAEKC05vZGVTdW1tYXJ5EgoKAmlkGAEgASgJEg0KBWFsaWFzGAIgASgJEhEKCWNvbm5lY3RlZBgDIAEoCBIQCghkcmFpbmluZxgEIAEoCBIPCgd2ZXJzaW9uGAUgASgJEhcKD2Nvbm5lY3RlZF9hdF9tcxgGIAEoAxIUCgxsYXN0X3NlZW5fbXMYByABKAMSEQoJaW5fZmxpZ2h0GAggASgNEioKCXJlc291cmNlcxgJIAMoCzIXLmlvcC52MS5SZXNvdXJjZVN1bW1hcnki7gEKD1Jlc291cmNlU3VtbWFyeRIMCgRraW5kGAEgASgJEgoKAmlkGAIgASgJEg8KB2FkYXB0ZXIYAyABKAkSFAoMYWRhcHRlcl9raW5kGAQgASgJEg4KBnRhcmdldBgFIAEoCRITCgttb2RlbF9ncm91cBgGIAEoCRIXCg9tYXhfY29uY3VycmVuY3kYByABKA0SEQoJaW5fZmxpZ2h0GAggASgNEg4KBnF1ZXVlZBgJIAEoDRIPCgdlbmFibGVkGAogASgIEhEKCXVuaGVhbHRoeRgLIAEoCBIVCg1oZWFsdGhfZGV0YWlsGAwgASgJIrYBCgxBZ2VudFN1bW1hcnkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRINCgVzdGF0ZRgEIAEoCRIQCghjb21tYW5kcxgFIAMoCRIOCgZkZXRhaWwYBiABKAkSFAoMbGFzdF9jb21tYW5kGAcgASgJEhMKC2xhc3Rfc3RhdHVzGAggASgJEhsKE2xhc3RfZmluaXNoZWRfYXRfbXMYCSABKAMixAEKDFJlbGF5ZWRFdmVudBINCgVhdF9tcxgBIAEoAxIlCgRub2RlGAogASgLMhUuaW9wLnYxLk5vZGVMaWZlY3ljbGVIABIhCgNydW4YCyABKAsyEi5pb3AudjEuUnVuU3VtbWFyeUgAEikKBWFnZW50GAwgASgLMhguaW9wLnYxLkFnZW50U3RhdGVDaGFuZ2VIABInCgZyZWxvYWQYDSABKAsyFS5pb3AudjEuUmVsb2FkT3V0Y29tZUgAQgcKBWV2ZW50Ij4KDU5vZGVMaWZlY3ljbGUSDwoHbm9kZV9pZBgBIAEoCRIMCgRraW5kGAIgASgJEg4KBmRldGFpbBgDIAEoCSKHAQoKUnVuU3VtbWFyeRIOCgZydW5faWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIPCgdhZGFwdGVyGAMgASgJEg4KBnRhcmdldBgEIAEoCRIOCgZzdGF0dXMYBSABKAkSEwoLZHVyYXRpb25fbXMYBiABKAMSEgoKZXJyb3JfY29kZRgHIAEoCSJDChBBZ2VudFN0YXRlQ2hhbmdlEhAKCGFnZW50X2lkGAEgASgJEg0KBXN0YXRlGAIgASgJEg4KBmRldGFpbBgDIAEoCSIrCg1SZWxvYWRPdXRjb21lEgoKAm9rGAEgASgIEg4KBmRldGFpbBgCIAEoCSKSAgoSRWRnZUNvbW1hbmRSZXF1ZXN0EhIKCmNvbW1hbmRfaWQYASABKAkSEQoJaXNzdWVkX2J5GAIgASgJEhIKCnRpbWVvdXRfbXMYAyABKA0SIwoDcnVuGAogASgLMhQuaW9wLnYxLlJ1bk9uQWRhcHRlckgAEiMKBmNhbmNlbBgLIAEoCzIRLmlvcC52MS5DYW5jZWxSdW5IABIiCgVkcmFpbhgMIAEoCzIRLmlvcC52MS5EcmFpbk5vZGVIABIkCgZyZWxvYWQYDSABKAsyEi5pb3AudjEuUmVsb2FkRWRnZUgAEiUKBWFnZW50GA4gASgLMhQuaW9wLnYxLkFnZW50Q29tbWFuZEgAQgYKBGtpbmQiTQoMUnVuT25BZGFwdGVyEg8KB2FkYXB0ZXIYASABKAkSDgoGdGFyZ2V0GAIgASgJEg4KBnByb21wdBgDIAEoCRIMCgRub2RlGAQgASgJIisKCUNhbmNlbFJ1bhIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIisKCURyYWluTm9kZRIMCgRub2RlGAEgASgJEhAKCGRyYWluaW5nGAIgASgIIgwKClJlbG9hZEVkZ2UiQAoMQWdlbnRDb21tYW5kEhAKCGFnZW50X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDQoFaW5wdXQYAyABKAkiagoTRWRnZUNvbW1hbmRQcm9ncmVzcxISCgpjb21tYW5kX2lkGAEgASgJEg0KBWF0X21zGAIgASgDEg8KB21lc3NhZ2UYAyABKAkSDgoGcnVuX2lkGAQgASgJEg8KB25vZGVfaWQYBSABKAkirwEKEUVkZ2VDb21tYW5kUmVzdWx0EhIKCmNvbW1hbmRfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEg8KB3N1bW1hcnkYAyABKAkSHAoFZXJyb3IYBCABKAsyDS5pb3AudjEuRXJyb3ISDgoGcnVuX2lkGAUgASgJEg8KB25vZGVfaWQYBiABKAkSEQoJZXhpdF9jb2RlGAcgASgFEhMKC2R1cmF0aW9uX21zGAggASgDIuMDCg5DbGllbnRFbnZlbG9wZRIWCg5jb3JyZWxhdGlvbl9pZBgBIAEoBBIkCgVoZWxsbxgKIAEoCzITLmlvcC52MS5DbGllbnRIZWxsb0gAEisKCWhlbGxvX2FjaxgLIAEoCzIWLmlvcC52MS5DbGllbnRIZWxsb0Fja0gAEiYKCXN1YnNjcmliZRgMIAEoCzIRLmlvcC52MS5TdWJzY3JpYmVIABI0Cg5zdGF0dXNfcmVxdWVzdBgNIAEoCzIaLmlvcC52MS5GbGVldFN0YXR1c1JlcXVlc3RIABIlCgZzdGF0dXMYDiABKAsyEy5pb3AudjEuRmxlZXRTdGF0dXNIABIjCgVldmVudBgPIAEoCzISLmlvcC52MS5GbGVldEV2ZW50SAASLwoOc3VibWl0X2NvbW1hbmQYECABKAsyFS5pb3AudjEuU3VibWl0Q29tbWFuZEgAEjMKEGNvbW1hbmRfYWNjZXB0ZWQYESABKAsyFy5pb3AudjEuQ29tbWFuZEFjY2VwdGVkSAASLwoOY29tbWFuZF91cGRhdGUYEiABKAsyFS5pb3AudjEuQ29tbWFuZFVwZGF0ZUgAEh4KBWVycm9yGBMgASgLMg0uaW9wLnYxLkVycm9ySABCBQoDbXNnIjYKC0NsaWVudEhlbGxvEhMKC2NsaWVudF9uYW1lGAEgASgJEhIKCmNyZWRlbnRpYWwYAiABKAkiUAoOQ2xpZW50SGVsbG9BY2sSGAoQY29udHJvbF9wbGFuZV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEhMKC2Nhbl9jb21tYW5kGAMgASgIIgsKCVN1YnNjcmliZSIlChJGbGVldFN0YXR1c1JlcXVlc3QSDwoHcmVmcmVzaBgBIAEoCCIuCgtGbGVldFN0YXR1cxIfCgVlZGdlcxgBIAMoCzIQLmlvcC52MS5FZGdlVmlldyKoAgoIRWRnZVZpZXcSDwoHZWRnZV9pZBgBIAEoCRIRCgljb25uZWN0ZWQYAiABKAgSDwoHdmVyc2lvbhgDIAEoCRIUCgxjYXBhYmlsaXRpZXMYBCADKAkSLAoGbGFiZWxzGAUgAygLMhwuaW9wLnYxLkVkZ2VWaWV3LkxhYmVsc0VudHJ5EhcKD2Nvbm5lY3RlZF9hdF9tcxgGIAEoAxIUCgxsYXN0X3NlZW5fbXMYByABKAMSGQoRZGlzY29ubmVjdF9yZWFzb24YCCABKAkSKgoGc3RhdHVzGAkgASgLMhouaW9wLnYxLkVkZ2VTdGF0dXNSZXNwb25zZRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIo0BCgpGbGVldEV2ZW50Eg8KB2VkZ2VfaWQYASABKAkSJwoHcmVsYXllZBgKIAEoCzIULmlvcC52MS5SZWxheWVkRXZlbnRIABIOCgRsaW5rGAsgASgJSAASLAoGc3RhdHVzGAwgASgLMhouaW9wLnYxLkVkZ2VTdGF0dXNSZXNwb25zZUgAQgcKBWV2ZW50InAKDVN1Ym1pdENvbW1hbmQSIwoFZWRnZXMYASABKAsyFC5pb3AudjEuRWRnZVNlbGVjdG9yEisKB2NvbW1hbmQYAiABKAsyGi5pb3AudjEuRWRnZUNvbW1hbmRSZXF1ZXN0Eg0KBWFjdG9yGAMgASgJIo4BCgxFZGdlU2VsZWN0b3ISCwoDYWxsGAEgASgIEhAKCGVkZ2VfaWRzGAIgAygJEjAKBmxhYmVscxgDIAMoCzIgLmlvcC52MS5FZGdlU2VsZWN0b3IuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI3Cg9Db21tYW5kQWNjZXB0ZWQSEgoKY29tbWFuZF9pZBgBIAEoCRIQCghlZGdlX2lkcxgCIAMoCSLAAQoNQ29tbWFuZFVwZGF0ZRISCgpjb21tYW5kX2lkGAEgASgJEg8KB2VkZ2VfaWQYAiABKAkSLwoIcHJvZ3Jlc3MYCiABKAsyGy5pb3AudjEuRWRnZUNvbW1hbmRQcm9ncmVzc0gAEisKBnJlc3VsdBgLIAEoCzIZLmlvcC52MS5FZGdlQ29tbWFuZFJlc3VsdEgAEhQKDHNoYXJlX3N0YXR1cxgDIAEoCRIMCgRsYXRlGAQgASgIQggKBnVwZGF0ZWIGcHJvdG8z", [file_iop_v1_common]);
+  fileDesc("ChRpb3AvdjEvY29udHJvbC5wcm90bxIGaW9wLnYxIuADCgxFZGdlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSIgoFaGVsbG8YCiABKAsyES5pb3AudjEuRWRnZUhlbGxvSAASKQoJaGVsbG9fYWNrGAsgASgLMhQuaW9wLnYxLkVkZ2VIZWxsb0Fja0gAEioKCWhlYXJ0YmVhdBgMIAEoCzIVLmlvcC52MS5MaW5rSGVhcnRiZWF0SAASMwoOc3RhdHVzX3JlcXVlc3QYDSABKAsyGS5pb3AudjEuRWRnZVN0YXR1c1JlcXVlc3RIABI1Cg9zdGF0dXNfcmVzcG9uc2UYDiABKAsyGi5pb3AudjEuRWRnZVN0YXR1c1Jlc3BvbnNlSAASJQoFZXZlbnQYDyABKAsyFC5pb3AudjEuUmVsYXllZEV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLkVkZ2VDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcHJvZ3Jlc3MYESABKAsyGy5pb3AudjEuRWRnZUNvbW1hbmRQcm9ncmVzc0gAEjMKDmNvbW1hbmRfcmVzdWx0GBIgASgLMhkuaW9wLnYxLkVkZ2VDb21tYW5kUmVzdWx0SABCBQoDbXNnIs8BCglFZGdlSGVsbG8SDwoHZWRnZV9pZBgBIAEoCRISCgpjcmVkZW50aWFsGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoDRIUCgxjYXBhYmlsaXRpZXMYBSADKAkSLQoGbGFiZWxzGAYgAygLMh0uaW9wLnYxLkVkZ2VIZWxsby5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImkKDEVkZ2VIZWxsb0FjaxIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEhgKEGNvbnRyb2xfcGxhbmVfaWQYBCABKAkiIwoNTGlua0hlYXJ0YmVhdBISCgpzZW50X2F0X21zGAEgASgDIjoKEUVkZ2VTdGF0dXNSZXF1ZXN0EiUKCm5vZGVfcXVlcnkYASABKAsyES5pb3AudjEuTm9kZVF1ZXJ5IoEBCglOb2RlUXVlcnkSDAoEbm9kZRgBIAEoCRIrCgdoaXN0b3J5GAogASgLMhguaW9wLnYxLk5vZGVIaXN0b3J5UXVlcnlIABIwCgpydW5fb3V0cHV0GAsgASgLMhouaW9wLnYxLk5vZGVSdW5PdXRwdXRRdWVyeUgAQgcKBXF1ZXJ5IiEKEE5vZGVIaXN0b3J5UXVlcnkSDQoFbGltaXQYASABKA0iJAoSTm9kZVJ1bk91dHB1dFF1ZXJ5Eg4KBnJ1bl9pZBgBIAEoCSKHAQoKTm9kZUFuc3dlchImCgdoaXN0b3J5GAogASgLMhMuaW9wLnYxLk5vZGVIaXN0b3J5SAASJwoKcnVuX291dHB1dBgLIAEoCzIRLmlvcC52MS5SdW5PdXRwdXRIABIeCgVlcnJvchgMIAEoCzINLmlvcC52MS5FcnJvckgAQggKBmFuc3dlciI1CgtOb2RlSGlzdG9yeRImCgRydW5zGAEgAygLMhguaW9wLnYxLlJ1blJlY29yZFN1bW1hcnkimwIKEFJ1blJlY29yZFN1bW1hcnkSDgoGcnVuX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEg4KBnN0YXR1cxgEIAEoCRIVCg1zdGFydGVkX2F0X21zGAUgASgDEhoKEmZpcnN0X291dHB1dF9hdF9tcxgGIAEoAxIWCg5maW5pc2hlZF9hdF9tcxgHIAEoAxIRCgl0b2tlbnNfaW4YCCABKAQSEgoKdG9rZW5zX291dBgJIAEoBBISCgplcnJvcl9jb2RlGAogASgJEhUKDWVycm9yX21lc3NhZ2UYCyABKAkSFgoOb3V0cHV0X3N1bW1hcnkYDCABKAkSEQoJZXhpdF9jb2RlGA0gASgFIk0KCVJ1bk91dHB1dBIOCgZydW5faWQYASABKAkSDQoFZm91bmQYAiABKAgSDgoGb3V0cHV0GAMgASgJEhEKCXRydW5jYXRlZBgEIAEoCCKBAgoSRWRnZVN0YXR1c1Jlc3BvbnNlEiEKBGVkZ2UYASABKAsyEy5pb3AudjEuRWRnZVN1bW1hcnkSIgoFbm9kZXMYAiADKAsyEy5pb3AudjEuTm9kZVN1bW1hcnkSJAoGYWdlbnRzGAMgAygLMhQuaW9wLnYxLkFnZW50U3VtbWFyeRIWCg5yZXBvcnRlZF9hdF9tcxgEIAEoAxIjCgVwb29scxgFIAMoCzIULmlvcC52MS5Qb29sQ291bnRlcnMSGAoQYnVja2V0X2JvdW5kc19tcxgGIAMoDRInCgtub2RlX2Fuc3dlchgHIAEoCzISLmlvcC52MS5Ob2RlQW5zd2VyIsQBCgxQb29sQ291bnRlcnMSDAoEcG9vbBgBIAEoCRIUCgxydW5zX3N0YXJ0ZWQYAiABKAQSFQoNcnVuc19maW5pc2hlZBgDIAEoBBITCgtydW5zX2ZhaWxlZBgEIAEoBBISCgp0b2tlbnNfb3V0GAUgASgEEhcKD2xhdGVuY3lfYnVja2V0cxgGIAMoBBIUCgx0dGZ0X2J1Y2tldHMYByADKAQSEQoJaW5fZmxpZ2h0GAggASgNEg4KBnF1ZXVlZBgJIAEoDSKMAQoLRWRnZVN1bW1hcnkSDwoHZWRnZV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYAyABKAMSFgoOcnVuc19pbl9mbGlnaHQYBCABKA0SFwoPbm9kZXNfY29ubmVjdGVkGAUgASgNEhMKC25vZGVzX2tub3duGAYgASgNIswBCgtOb2RlU3VtbWFyeRIKCgJpZBgBIAEoCRINCgVhbGlhcxgCIAEoCRIRCgljb25uZWN0ZWQYAyABKAgSEAoIZHJhaW5pbmcYBCABKAgSDwoHdmVyc2lvbhgFIAEoCRIXCg9jb25uZWN0ZWRfYXRfbXMYBiABKAMSFAoMbGFzdF9zZWVuX21zGAcgASgDEhEKCWluX2ZsaWdodBgIIAEoDRIqCglyZXNvdXJjZXMYCSADKAsyFy5pb3AudjEuUmVzb3VyY2VTdW1tYXJ5Iu4BCg9SZXNvdXJjZVN1bW1hcnkSDAoEa2luZBgBIAEoCRIKCgJpZBgCIAEoCRIPCgdhZGFwdGVyGAMgASgJEhQKDGFkYXB0ZXJfa2luZBgEIAEoCRIOCgZ0YXJnZXQYBSABKAkSEwoLbW9kZWxfZ3JvdXAYBiABKAkSFwoPbWF4X2NvbmN1cnJlbmN5GAcgASgNEhEKCWluX2ZsaWdodBgIIAEoDRIOCgZxdWV1ZWQYCSABKA0SDwoHZW5hYmxlZBgKIAEoCBIRCgl1bmhlYWx0aHkYCyABKAgSFQoNaGVhbHRoX2RldGFpbBgMIAEoCSK2AQoMQWdlbnRTdW1tYXJ5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFc3RhdGUYBCABKAkSEAoIY29tbWFuZHMYBSADKAkSDgoGZGV0YWlsGAYgASgJEhQKDGxhc3RfY29tbWFuZBgHIAEoCRITCgtsYXN0X3N0YXR1cxgIIAEoCRIbChNsYXN0X2ZpbmlzaGVkX2F0X21zGAkgASgDIsQBCgxSZWxheWVkRXZlbnQSDQoFYXRfbXMYASABKAMSJQoEbm9kZRgKIAEoCzIVLmlvcC52MS5Ob2RlTGlmZWN5Y2xlSAASIQoDcnVuGAsgASgLMhIuaW9wLnYxLlJ1blN1bW1hcnlIABIpCgVhZ2VudBgMIAEoCzIYLmlvcC52MS5BZ2VudFN0YXRlQ2hhbmdlSAASJwoGcmVsb2FkGA0gASgLMhUuaW9wLnYxLlJlbG9hZE91dGNvbWVIAEIHCgVldmVudCI+Cg1Ob2RlTGlmZWN5Y2xlEg8KB25vZGVfaWQYASABKAkSDAoEa2luZBgCIAEoCRIOCgZkZXRhaWwYAyABKAkihwEKClJ1blN1bW1hcnkSDgoGcnVuX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDwoHYWRhcHRlchgDIAEoCRIOCgZ0YXJnZXQYBCABKAkSDgoGc3RhdHVzGAUgASgJEhMKC2R1cmF0aW9uX21zGAYgASgDEhIKCmVycm9yX2NvZGUYByABKAkiQwoQQWdlbnRTdGF0ZUNoYW5nZRIQCghhZ2VudF9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIOCgZkZXRhaWwYAyABKAkiKwoNUmVsb2FkT3V0Y29tZRIKCgJvaxgBIAEoCBIOCgZkZXRhaWwYAiABKAkivQIKEkVkZ2VDb21tYW5kUmVxdWVzdBISCgpjb21tYW5kX2lkGAEgASgJEhEKCWlzc3VlZF9ieRgCIAEoCRISCgp0aW1lb3V0X21zGAMgASgNEhQKDHRyYWNlX3BhcmVudBgEIAEoCRITCgt0cmFjZV9zdGF0ZRgFIAEoCRIjCgNydW4YCiABKAsyFC5pb3AudjEuUnVuT25BZGFwdGVySAASIwoGY2FuY2VsGAsgASgLMhEuaW9wLnYxLkNhbmNlbFJ1bkgAEiIKBWRyYWluGAwgASgLMhEuaW9wLnYxLkRyYWluTm9kZUgAEiQKBnJlbG9hZBgNIAEoCzISLmlvcC52MS5SZWxvYWRFZGdlSAASJQoFYWdlbnQYDiABKAsyFC5pb3AudjEuQWdlbnRDb21tYW5kSABCBgoEa2luZCJNCgxSdW5PbkFkYXB0ZXISDwoHYWRhcHRlchgBIAEoCRIOCgZ0YXJnZXQYAiABKAkSDgoGcHJvbXB0GAMgASgJEgwKBG5vZGUYBCABKAkiKwoJQ2FuY2VsUnVuEg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiKwoJRHJhaW5Ob2RlEgwKBG5vZGUYASABKAkSEAoIZHJhaW5pbmcYAiABKAgiDAoKUmVsb2FkRWRnZSJACgxBZ2VudENvbW1hbmQSEAoIYWdlbnRfaWQYASABKAkSDwoHY29tbWFuZBgCIAEoCRINCgVpbnB1dBgDIAEoCSJqChNFZGdlQ29tbWFuZFByb2dyZXNzEhIKCmNvbW1hbmRfaWQYASABKAkSDQoFYXRfbXMYAiABKAMSDwoHbWVzc2FnZRgDIAEoCRIOCgZydW5faWQYBCABKAkSDwoHbm9kZV9pZBgFIAEoCSKvAQoRRWRnZUNvbW1hbmRSZXN1bHQSEgoKY29tbWFuZF9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDwoHc3VtbWFyeRgDIAEoCRIcCgVlcnJvchgEIAEoCzINLmlvcC52MS5FcnJvchIOCgZydW5faWQYBSABKAkSDwoHbm9kZV9pZBgGIAEoCRIRCglleGl0X2NvZGUYByABKAUSEwoLZHVyYXRpb25fbXMYCCABKAMi4wMKDkNsaWVudEVudmVsb3BlEhYKDmNvcnJlbGF0aW9uX2lkGAEgASgEEiQKBWhlbGxvGAogASgLMhMuaW9wLnYxLkNsaWVudEhlbGxvSAASKwoJaGVsbG9fYWNrGAsgASgLMhYuaW9wLnYxLkNsaWVudEhlbGxvQWNrSAASJgoJc3Vic2NyaWJlGAwgASgLMhEuaW9wLnYxLlN1YnNjcmliZUgAEjQKDnN0YXR1c19yZXF1ZXN0GA0gASgLMhouaW9wLnYxLkZsZWV0U3RhdHVzUmVxdWVzdEgAEiUKBnN0YXR1cxgOIAEoCzITLmlvcC52MS5GbGVldFN0YXR1c0gAEiMKBWV2ZW50GA8gASgLMhIuaW9wLnYxLkZsZWV0RXZlbnRIABIvCg5zdWJtaXRfY29tbWFuZBgQIAEoCzIVLmlvcC52MS5TdWJtaXRDb21tYW5kSAASMwoQY29tbWFuZF9hY2NlcHRlZBgRIAEoCzIXLmlvcC52MS5Db21tYW5kQWNjZXB0ZWRIABIvCg5jb21tYW5kX3VwZGF0ZRgSIAEoCzIVLmlvcC52MS5Db21tYW5kVXBkYXRlSAASHgoFZXJyb3IYEyABKAsyDS5pb3AudjEuRXJyb3JIAEIFCgNtc2ciNgoLQ2xpZW50SGVsbG8SEwoLY2xpZW50X25hbWUYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCSJQCg5DbGllbnRIZWxsb0FjaxIYChBjb250cm9sX3BsYW5lX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEwoLY2FuX2NvbW1hbmQYAyABKAgiCwoJU3Vic2NyaWJlIiUKEkZsZWV0U3RhdHVzUmVxdWVzdBIPCgdyZWZyZXNoGAEgASgIIi4KC0ZsZWV0U3RhdHVzEh8KBWVkZ2VzGAEgAygLMhAuaW9wLnYxLkVkZ2VWaWV3IqgCCghFZGdlVmlldxIPCgdlZGdlX2lkGAEgASgJEhEKCWNvbm5lY3RlZBgCIAEoCBIPCgd2ZXJzaW9uGAMgASgJEhQKDGNhcGFiaWxpdGllcxgEIAMoCRIsCgZsYWJlbHMYBSADKAsyHC5pb3AudjEuRWRnZVZpZXcuTGFiZWxzRW50cnkSFwoPY29ubmVjdGVkX2F0X21zGAYgASgDEhQKDGxhc3Rfc2Vlbl9tcxgHIAEoAxIZChFkaXNjb25uZWN0X3JlYXNvbhgIIAEoCRIqCgZzdGF0dXMYCSABKAsyGi5pb3AudjEuRWRnZVN0YXR1c1Jlc3BvbnNlGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEijQEKCkZsZWV0RXZlbnQSDwoHZWRnZV9pZBgBIAEoCRInCgdyZWxheWVkGAogASgLMhQuaW9wLnYxLlJlbGF5ZWRFdmVudEgAEg4KBGxpbmsYCyABKAlIABIsCgZzdGF0dXMYDCABKAsyGi5pb3AudjEuRWRnZVN0YXR1c1Jlc3BvbnNlSABCBwoFZXZlbnQicAoNU3VibWl0Q29tbWFuZBIjCgVlZGdlcxgBIAEoCzIULmlvcC52MS5FZGdlU2VsZWN0b3ISKwoHY29tbWFuZBgCIAEoCzIaLmlvcC52MS5FZGdlQ29tbWFuZFJlcXVlc3QSDQoFYWN0b3IYAyABKAkijgEKDEVkZ2VTZWxlY3RvchILCgNhbGwYASABKAgSEAoIZWRnZV9pZHMYAiADKAkSMAoGbGFiZWxzGAMgAygLMiAuaW9wLnYxLkVkZ2VTZWxlY3Rvci5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKD0NvbW1hbmRBY2NlcHRlZBISCgpjb21tYW5kX2lkGAEgASgJEhAKCGVkZ2VfaWRzGAIgAygJIsABCg1Db21tYW5kVXBkYXRlEhIKCmNvbW1hbmRfaWQYASABKAkSDwoHZWRnZV9pZBgCIAEoCRIvCghwcm9ncmVzcxgKIAEoCzIbLmlvcC52MS5FZGdlQ29tbWFuZFByb2dyZXNzSAASKwoGcmVzdWx0GAsgASgLMhkuaW9wLnYxLkVkZ2VDb21tYW5kUmVzdWx0SAASFAoMc2hhcmVfc3RhdHVzGAMgASgJEgwKBGxhdGUYBCABKAhCCAoGdXBkYXRlYgZwcm90bzM", [file_iop_v1_common]);
 
 /**
  * EdgeEnvelope is the only message sent on the Control Plane↔Edge link.
@@ -205,11 +205,18 @@ export const LinkHeartbeatSchema: GenMessage<LinkHeartbeat> = /*@__PURE__*/
   messageDesc(file_iop_v1_control, 3);
 
 /**
- * EdgeStatusRequest asks an Edge for its current status snapshot.
+ * EdgeStatusRequest asks an Edge for its current status snapshot; with node_query set it asks a
+ * read-only question about one node of its group instead (its run history, or one run's stored
+ * output), answered in EdgeStatusResponse.node_answer with the snapshot fields left empty. An
+ * Edge that predates node_query answers with its snapshot and no node_answer.
  *
  * @generated from message iop.v1.EdgeStatusRequest
  */
 export type EdgeStatusRequest = Message<"iop.v1.EdgeStatusRequest"> & {
+  /**
+   * @generated from field: iop.v1.NodeQuery node_query = 1;
+   */
+  nodeQuery?: NodeQuery | undefined;
 };
 
 /**
@@ -218,6 +225,255 @@ export type EdgeStatusRequest = Message<"iop.v1.EdgeStatusRequest"> & {
  */
 export const EdgeStatusRequestSchema: GenMessage<EdgeStatusRequest> = /*@__PURE__*/
   messageDesc(file_iop_v1_control, 4);
+
+/**
+ * NodeQuery is a read-only question about one node, answered by the Edge from that node.
+ *
+ * @generated from message iop.v1.NodeQuery
+ */
+export type NodeQuery = Message<"iop.v1.NodeQuery"> & {
+  /**
+   * Node id or alias.
+   *
+   * @generated from field: string node = 1;
+   */
+  node: string;
+
+  /**
+   * @generated from oneof iop.v1.NodeQuery.query
+   */
+  query: {
+    /**
+     * @generated from field: iop.v1.NodeHistoryQuery history = 10;
+     */
+    value: NodeHistoryQuery;
+    case: "history";
+  } | {
+    /**
+     * @generated from field: iop.v1.NodeRunOutputQuery run_output = 11;
+     */
+    value: NodeRunOutputQuery;
+    case: "runOutput";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message iop.v1.NodeQuery.
+ * Use `create(NodeQuerySchema)` to create a new message.
+ */
+export const NodeQuerySchema: GenMessage<NodeQuery> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 5);
+
+/**
+ * NodeHistoryQuery asks for the node's most recent runs, newest first.
+ *
+ * @generated from message iop.v1.NodeHistoryQuery
+ */
+export type NodeHistoryQuery = Message<"iop.v1.NodeHistoryQuery"> & {
+  /**
+   * @generated from field: uint32 limit = 1;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message iop.v1.NodeHistoryQuery.
+ * Use `create(NodeHistoryQuerySchema)` to create a new message.
+ */
+export const NodeHistoryQuerySchema: GenMessage<NodeHistoryQuery> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 6);
+
+/**
+ * NodeRunOutputQuery asks for one run's whole stored output.
+ *
+ * @generated from message iop.v1.NodeRunOutputQuery
+ */
+export type NodeRunOutputQuery = Message<"iop.v1.NodeRunOutputQuery"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message iop.v1.NodeRunOutputQuery.
+ * Use `create(NodeRunOutputQuerySchema)` to create a new message.
+ */
+export const NodeRunOutputQuerySchema: GenMessage<NodeRunOutputQuery> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 7);
+
+/**
+ * NodeAnswer answers a NodeQuery: the history, the output, or why neither.
+ *
+ * @generated from message iop.v1.NodeAnswer
+ */
+export type NodeAnswer = Message<"iop.v1.NodeAnswer"> & {
+  /**
+   * @generated from oneof iop.v1.NodeAnswer.answer
+   */
+  answer: {
+    /**
+     * @generated from field: iop.v1.NodeHistory history = 10;
+     */
+    value: NodeHistory;
+    case: "history";
+  } | {
+    /**
+     * @generated from field: iop.v1.RunOutput run_output = 11;
+     */
+    value: RunOutput;
+    case: "runOutput";
+  } | {
+    /**
+     * @generated from field: iop.v1.Error error = 12;
+     */
+    value: Error;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message iop.v1.NodeAnswer.
+ * Use `create(NodeAnswerSchema)` to create a new message.
+ */
+export const NodeAnswerSchema: GenMessage<NodeAnswer> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 8);
+
+/**
+ * NodeHistory is a node's most recent runs, newest first, as the node keeps them.
+ *
+ * @generated from message iop.v1.NodeHistory
+ */
+export type NodeHistory = Message<"iop.v1.NodeHistory"> & {
+  /**
+   * @generated from field: repeated iop.v1.RunRecordSummary runs = 1;
+   */
+  runs: RunRecordSummary[];
+};
+
+/**
+ * Describes the message iop.v1.NodeHistory.
+ * Use `create(NodeHistorySchema)` to create a new message.
+ */
+export const NodeHistorySchema: GenMessage<NodeHistory> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 9);
+
+/**
+ * RunRecordSummary is one run of a node's history.
+ *
+ * @generated from message iop.v1.RunRecordSummary
+ */
+export type RunRecordSummary = Message<"iop.v1.RunRecordSummary"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * @generated from field: string adapter = 2;
+   */
+  adapter: string;
+
+  /**
+   * @generated from field: string target = 3;
+   */
+  target: string;
+
+  /**
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * @generated from field: int64 started_at_ms = 5;
+   */
+  startedAtMs: bigint;
+
+  /**
+   * @generated from field: int64 first_output_at_ms = 6;
+   */
+  firstOutputAtMs: bigint;
+
+  /**
+   * @generated from field: int64 finished_at_ms = 7;
+   */
+  finishedAtMs: bigint;
+
+  /**
+   * @generated from field: uint64 tokens_in = 8;
+   */
+  tokensIn: bigint;
+
+  /**
+   * @generated from field: uint64 tokens_out = 9;
+   */
+  tokensOut: bigint;
+
+  /**
+   * @generated from field: string error_code = 10;
+   */
+  errorCode: string;
+
+  /**
+   * @generated from field: string error_message = 11;
+   */
+  errorMessage: string;
+
+  /**
+   * The tail of the run's output, as the node summarised it.
+   *
+   * @generated from field: string output_summary = 12;
+   */
+  outputSummary: string;
+
+  /**
+   * @generated from field: int32 exit_code = 13;
+   */
+  exitCode: number;
+};
+
+/**
+ * Describes the message iop.v1.RunRecordSummary.
+ * Use `create(RunRecordSummarySchema)` to create a new message.
+ */
+export const RunRecordSummarySchema: GenMessage<RunRecordSummary> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 10);
+
+/**
+ * RunOutput is one run's stored output: found=false when the node's history has no such run;
+ * truncated when the node kept only part of it, or the Edge cut it to fit a frame (then the
+ * output is its last 512 KiB).
+ *
+ * @generated from message iop.v1.RunOutput
+ */
+export type RunOutput = Message<"iop.v1.RunOutput"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * @generated from field: bool found = 2;
+   */
+  found: boolean;
+
+  /**
+   * @generated from field: string output = 3;
+   */
+  output: string;
+
+  /**
+   * @generated from field: bool truncated = 4;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message iop.v1.RunOutput.
+ * Use `create(RunOutputSchema)` to create a new message.
+ */
+export const RunOutputSchema: GenMessage<RunOutput> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 11);
 
 /**
  * EdgeStatusResponse is an Edge's own report of its group: what the Control Plane shows.
@@ -244,6 +500,29 @@ export type EdgeStatusResponse = Message<"iop.v1.EdgeStatusResponse"> & {
    * @generated from field: int64 reported_at_ms = 4;
    */
   reportedAtMs: bigint;
+
+  /**
+   * Cumulative run counters per pool since the Edge started (see PoolCounters); the Control
+   * Plane derives rates and percentiles from two reports. Empty from Edges that predate them.
+   *
+   * @generated from field: repeated iop.v1.PoolCounters pools = 5;
+   */
+  pools: PoolCounters[];
+
+  /**
+   * Upper bounds (ms) of the latency and time-to-first-token buckets of every PoolCounters;
+   * a last, unbounded bucket follows them.
+   *
+   * @generated from field: repeated uint32 bucket_bounds_ms = 6;
+   */
+  bucketBoundsMs: number[];
+
+  /**
+   * The answer to the request's node_query; absent for a status snapshot.
+   *
+   * @generated from field: iop.v1.NodeAnswer node_answer = 7;
+   */
+  nodeAnswer?: NodeAnswer | undefined;
 };
 
 /**
@@ -251,7 +530,84 @@ export type EdgeStatusResponse = Message<"iop.v1.EdgeStatusResponse"> & {
  * Use `create(EdgeStatusResponseSchema)` to create a new message.
  */
 export const EdgeStatusResponseSchema: GenMessage<EdgeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 5);
+  messageDesc(file_iop_v1_control, 12);
+
+/**
+ * PoolCounters counts the runs of one pool since the Edge started: a pool is a model group
+ * (runs on one of its providers), or `<adapter>/<target>` for a run no provider stands for
+ * (e.g. a CLI profile). Counters only grow while the Edge runs (EdgeSummary.started_at_ms
+ * changes when it restarts); in_flight and queued are gauges.
+ *
+ * @generated from message iop.v1.PoolCounters
+ */
+export type PoolCounters = Message<"iop.v1.PoolCounters"> & {
+  /**
+   * @generated from field: string pool = 1;
+   */
+  pool: string;
+
+  /**
+   * @generated from field: uint64 runs_started = 2;
+   */
+  runsStarted: bigint;
+
+  /**
+   * @generated from field: uint64 runs_finished = 3;
+   */
+  runsFinished: bigint;
+
+  /**
+   * Finished runs whose status was failed (cancelled ones are not failures).
+   *
+   * @generated from field: uint64 runs_failed = 4;
+   */
+  runsFailed: bigint;
+
+  /**
+   * Output tokens of completed runs, as their usage reported them.
+   *
+   * @generated from field: uint64 tokens_out = 5;
+   */
+  tokensOut: bigint;
+
+  /**
+   * Finished runs per latency bucket (dispatch to terminal event), one count per bound in
+   * EdgeStatusResponse.bucket_bounds_ms plus the unbounded last one; not cumulative across
+   * buckets.
+   *
+   * @generated from field: repeated uint64 latency_buckets = 6;
+   */
+  latencyBuckets: bigint[];
+
+  /**
+   * Runs per time-to-first-output bucket (dispatch to first output), same bounds; runs with no
+   * output are not counted.
+   *
+   * @generated from field: repeated uint64 ttft_buckets = 7;
+   */
+  ttftBuckets: bigint[];
+
+  /**
+   * Runs of this pool dispatched and not finished.
+   *
+   * @generated from field: uint32 in_flight = 8;
+   */
+  inFlight: number;
+
+  /**
+   * Requests waiting in the pool's queue (sum over its providers).
+   *
+   * @generated from field: uint32 queued = 9;
+   */
+  queued: number;
+};
+
+/**
+ * Describes the message iop.v1.PoolCounters.
+ * Use `create(PoolCountersSchema)` to create a new message.
+ */
+export const PoolCountersSchema: GenMessage<PoolCounters> = /*@__PURE__*/
+  messageDesc(file_iop_v1_control, 13);
 
 /**
  * EdgeSummary describes the Edge itself.
@@ -295,7 +651,7 @@ export type EdgeSummary = Message<"iop.v1.EdgeSummary"> & {
  * Use `create(EdgeSummarySchema)` to create a new message.
  */
 export const EdgeSummarySchema: GenMessage<EdgeSummary> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 6);
+  messageDesc(file_iop_v1_control, 14);
 
 /**
  * NodeSummary is one node of the Edge's group as the Edge reports it.
@@ -356,7 +712,7 @@ export type NodeSummary = Message<"iop.v1.NodeSummary"> & {
  * Use `create(NodeSummarySchema)` to create a new message.
  */
 export const NodeSummarySchema: GenMessage<NodeSummary> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 7);
+  messageDesc(file_iop_v1_control, 15);
 
 /**
  * ResourceSummary is a provider (a model served by an adapter), a CLI profile, or an adapter of
@@ -438,7 +794,7 @@ export type ResourceSummary = Message<"iop.v1.ResourceSummary"> & {
  * Use `create(ResourceSummarySchema)` to create a new message.
  */
 export const ResourceSummarySchema: GenMessage<ResourceSummary> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 8);
+  messageDesc(file_iop_v1_control, 16);
 
 /**
  * AgentSummary is a domain agent's capability and state.
@@ -505,7 +861,7 @@ export type AgentSummary = Message<"iop.v1.AgentSummary"> & {
  * Use `create(AgentSummarySchema)` to create a new message.
  */
 export const AgentSummarySchema: GenMessage<AgentSummary> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 9);
+  messageDesc(file_iop_v1_control, 17);
 
 /**
  * RelayedEvent is news from an Edge; never run output.
@@ -553,7 +909,7 @@ export type RelayedEvent = Message<"iop.v1.RelayedEvent"> & {
  * Use `create(RelayedEventSchema)` to create a new message.
  */
 export const RelayedEventSchema: GenMessage<RelayedEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 10);
+  messageDesc(file_iop_v1_control, 18);
 
 /**
  * NodeLifecycle reports a node joining or leaving, applying its adapters, or an adapter's health.
@@ -584,7 +940,7 @@ export type NodeLifecycle = Message<"iop.v1.NodeLifecycle"> & {
  * Use `create(NodeLifecycleSchema)` to create a new message.
  */
 export const NodeLifecycleSchema: GenMessage<NodeLifecycle> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 11);
+  messageDesc(file_iop_v1_control, 19);
 
 /**
  * RunSummary reports a run starting or finishing on the Edge.
@@ -635,7 +991,7 @@ export type RunSummary = Message<"iop.v1.RunSummary"> & {
  * Use `create(RunSummarySchema)` to create a new message.
  */
 export const RunSummarySchema: GenMessage<RunSummary> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 12);
+  messageDesc(file_iop_v1_control, 20);
 
 /**
  * AgentStateChange reports a domain agent changing state.
@@ -664,7 +1020,7 @@ export type AgentStateChange = Message<"iop.v1.AgentStateChange"> & {
  * Use `create(AgentStateChangeSchema)` to create a new message.
  */
 export const AgentStateChangeSchema: GenMessage<AgentStateChange> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 13);
+  messageDesc(file_iop_v1_control, 21);
 
 /**
  * ReloadOutcome reports an Edge re-reading its own configuration (the content stays there).
@@ -688,7 +1044,7 @@ export type ReloadOutcome = Message<"iop.v1.ReloadOutcome"> & {
  * Use `create(ReloadOutcomeSchema)` to create a new message.
  */
 export const ReloadOutcomeSchema: GenMessage<ReloadOutcome> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 14);
+  messageDesc(file_iop_v1_control, 22);
 
 /**
  * EdgeCommandRequest asks one Edge to do something through its own service layer.
@@ -715,6 +1071,22 @@ export type EdgeCommandRequest = Message<"iop.v1.EdgeCommandRequest"> & {
    * @generated from field: uint32 timeout_ms = 3;
    */
   timeoutMs: number;
+
+  /**
+   * W3C `traceparent` (version 00) of the Control Plane's span of this command: the Edge's
+   * command span is its child, and the runs the command starts join that trace. Empty: the
+   * Edge starts a trace of its own for the command.
+   *
+   * @generated from field: string trace_parent = 4;
+   */
+  traceParent: string;
+
+  /**
+   * W3C `tracestate` that travels with trace_parent; empty when none.
+   *
+   * @generated from field: string trace_state = 5;
+   */
+  traceState: string;
 
   /**
    * @generated from oneof iop.v1.EdgeCommandRequest.kind
@@ -757,7 +1129,7 @@ export type EdgeCommandRequest = Message<"iop.v1.EdgeCommandRequest"> & {
  * Use `create(EdgeCommandRequestSchema)` to create a new message.
  */
 export const EdgeCommandRequestSchema: GenMessage<EdgeCommandRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 15);
+  messageDesc(file_iop_v1_control, 23);
 
 /**
  * RunOnAdapter starts a run on `adapter + target`, optionally pinned to a node.
@@ -793,7 +1165,7 @@ export type RunOnAdapter = Message<"iop.v1.RunOnAdapter"> & {
  * Use `create(RunOnAdapterSchema)` to create a new message.
  */
 export const RunOnAdapterSchema: GenMessage<RunOnAdapter> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 16);
+  messageDesc(file_iop_v1_control, 24);
 
 /**
  * CancelRun cancels a run in flight on the Edge.
@@ -817,7 +1189,7 @@ export type CancelRun = Message<"iop.v1.CancelRun"> & {
  * Use `create(CancelRunSchema)` to create a new message.
  */
 export const CancelRunSchema: GenMessage<CancelRun> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 17);
+  messageDesc(file_iop_v1_control, 25);
 
 /**
  * DrainNode stops (draining=true) or resumes new runs on a node.
@@ -841,7 +1213,7 @@ export type DrainNode = Message<"iop.v1.DrainNode"> & {
  * Use `create(DrainNodeSchema)` to create a new message.
  */
 export const DrainNodeSchema: GenMessage<DrainNode> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 18);
+  messageDesc(file_iop_v1_control, 26);
 
 /**
  * ReloadEdge makes the Edge re-read its own configuration file.
@@ -856,7 +1228,7 @@ export type ReloadEdge = Message<"iop.v1.ReloadEdge"> & {
  * Use `create(ReloadEdgeSchema)` to create a new message.
  */
 export const ReloadEdgeSchema: GenMessage<ReloadEdge> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 19);
+  messageDesc(file_iop_v1_control, 27);
 
 /**
  * AgentCommand runs a named command of a domain agent (e.g. deployer/build).
@@ -887,7 +1259,7 @@ export type AgentCommand = Message<"iop.v1.AgentCommand"> & {
  * Use `create(AgentCommandSchema)` to create a new message.
  */
 export const AgentCommandSchema: GenMessage<AgentCommand> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 20);
+  messageDesc(file_iop_v1_control, 28);
 
 /**
  * EdgeCommandProgress is a step of a command in progress.
@@ -926,7 +1298,7 @@ export type EdgeCommandProgress = Message<"iop.v1.EdgeCommandProgress"> & {
  * Use `create(EdgeCommandProgressSchema)` to create a new message.
  */
 export const EdgeCommandProgressSchema: GenMessage<EdgeCommandProgress> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 21);
+  messageDesc(file_iop_v1_control, 29);
 
 /**
  * EdgeCommandResult ends a command on one Edge.
@@ -985,7 +1357,7 @@ export type EdgeCommandResult = Message<"iop.v1.EdgeCommandResult"> & {
  * Use `create(EdgeCommandResultSchema)` to create a new message.
  */
 export const EdgeCommandResultSchema: GenMessage<EdgeCommandResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 22);
+  messageDesc(file_iop_v1_control, 30);
 
 /**
  * ClientEnvelope is the only message sent on the `/client` WebSocket.
@@ -1071,7 +1443,7 @@ export type ClientEnvelope = Message<"iop.v1.ClientEnvelope"> & {
  * Use `create(ClientEnvelopeSchema)` to create a new message.
  */
 export const ClientEnvelopeSchema: GenMessage<ClientEnvelope> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 23);
+  messageDesc(file_iop_v1_control, 31);
 
 /**
  * ClientHello opens a client session.
@@ -1097,7 +1469,7 @@ export type ClientHello = Message<"iop.v1.ClientHello"> & {
  * Use `create(ClientHelloSchema)` to create a new message.
  */
 export const ClientHelloSchema: GenMessage<ClientHello> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 24);
+  messageDesc(file_iop_v1_control, 32);
 
 /**
  * ClientHelloAck answers ClientHello.
@@ -1128,7 +1500,7 @@ export type ClientHelloAck = Message<"iop.v1.ClientHelloAck"> & {
  * Use `create(ClientHelloAckSchema)` to create a new message.
  */
 export const ClientHelloAckSchema: GenMessage<ClientHelloAck> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 25);
+  messageDesc(file_iop_v1_control, 33);
 
 /**
  * Subscribe asks for a stream of fleet events and command updates.
@@ -1143,7 +1515,7 @@ export type Subscribe = Message<"iop.v1.Subscribe"> & {
  * Use `create(SubscribeSchema)` to create a new message.
  */
 export const SubscribeSchema: GenMessage<Subscribe> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 26);
+  messageDesc(file_iop_v1_control, 34);
 
 /**
  * FleetStatusRequest asks for the fleet view; refresh=true asks connected edges anew first.
@@ -1162,7 +1534,7 @@ export type FleetStatusRequest = Message<"iop.v1.FleetStatusRequest"> & {
  * Use `create(FleetStatusRequestSchema)` to create a new message.
  */
 export const FleetStatusRequestSchema: GenMessage<FleetStatusRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 27);
+  messageDesc(file_iop_v1_control, 35);
 
 /**
  * FleetStatus is the Control Plane's connection view with each Edge's last report.
@@ -1181,7 +1553,7 @@ export type FleetStatus = Message<"iop.v1.FleetStatus"> & {
  * Use `create(FleetStatusSchema)` to create a new message.
  */
 export const FleetStatusSchema: GenMessage<FleetStatus> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 28);
+  messageDesc(file_iop_v1_control, 36);
 
 /**
  * EdgeView is one Edge as the Control Plane sees it: connection facts plus its last report.
@@ -1244,7 +1616,7 @@ export type EdgeView = Message<"iop.v1.EdgeView"> & {
  * Use `create(EdgeViewSchema)` to create a new message.
  */
 export const EdgeViewSchema: GenMessage<EdgeView> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 29);
+  messageDesc(file_iop_v1_control, 37);
 
 /**
  * FleetEvent is an Edge's relayed event, or a change in the connection view.
@@ -1288,7 +1660,7 @@ export type FleetEvent = Message<"iop.v1.FleetEvent"> & {
  * Use `create(FleetEventSchema)` to create a new message.
  */
 export const FleetEventSchema: GenMessage<FleetEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 30);
+  messageDesc(file_iop_v1_control, 38);
 
 /**
  * SubmitCommand asks the Control Plane to send one command to a set of edges.
@@ -1321,7 +1693,7 @@ export type SubmitCommand = Message<"iop.v1.SubmitCommand"> & {
  * Use `create(SubmitCommandSchema)` to create a new message.
  */
 export const SubmitCommandSchema: GenMessage<SubmitCommand> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 31);
+  messageDesc(file_iop_v1_control, 39);
 
 /**
  * EdgeSelector picks edges: all connected ones, a list of ids, or those carrying every label.
@@ -1350,7 +1722,7 @@ export type EdgeSelector = Message<"iop.v1.EdgeSelector"> & {
  * Use `create(EdgeSelectorSchema)` to create a new message.
  */
 export const EdgeSelectorSchema: GenMessage<EdgeSelector> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 32);
+  messageDesc(file_iop_v1_control, 40);
 
 /**
  * CommandAccepted answers SubmitCommand with the fleet command's id and targets.
@@ -1374,7 +1746,7 @@ export type CommandAccepted = Message<"iop.v1.CommandAccepted"> & {
  * Use `create(CommandAcceptedSchema)` to create a new message.
  */
 export const CommandAcceptedSchema: GenMessage<CommandAccepted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 33);
+  messageDesc(file_iop_v1_control, 41);
 
 /**
  * CommandUpdate is per-edge progress or the result of a fleet command.
@@ -1431,5 +1803,5 @@ export type CommandUpdate = Message<"iop.v1.CommandUpdate"> & {
  * Use `create(CommandUpdateSchema)` to create a new message.
  */
 export const CommandUpdateSchema: GenMessage<CommandUpdate> = /*@__PURE__*/
-  messageDesc(file_iop_v1_control, 34);
+  messageDesc(file_iop_v1_control, 42);
 
