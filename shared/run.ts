@@ -101,6 +101,14 @@ export interface RunInput {
   toolChoice?: ToolChoice;
   /** Whether the model may call several tools in one turn; absent = the backend's default. */
   parallelToolCalls?: boolean;
+  /**
+   * W3C `traceparent` of the run's parent span (`trace_context.ts`): the request's on the Edge
+   * before dispatch, the Edge's dispatch span on the wire, the Node's run span in an adapter.
+   * Absent = no trace context (the Edge starts one at dispatch).
+   */
+  traceParent?: string;
+  /** W3C `tracestate` that travels with `traceParent`. */
+  traceState?: string;
 }
 
 /**

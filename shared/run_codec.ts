@@ -28,6 +28,7 @@ import {
   ToolDefinitionSchema,
 } from "../proto/gen/iop/v1/node_pb.ts";
 import { IopError, isErrorCode } from "./errors.ts";
+import { cleanTracestate, parseTraceparent } from "./trace_context.ts";
 import type {
   ChatMessage,
   FinishReason,
@@ -68,6 +69,8 @@ export function toRunRequest(runId: string, input: RunInput): RunRequest {
     ...(input.parallelToolCalls !== undefined
       ? { parallelToolCalls: input.parallelToolCalls }
       : {}),
+    traceParent: input.traceParent ?? "",
+    traceState: input.traceState ?? "",
   });
 }
 
@@ -94,7 +97,15 @@ export function fromRunRequest(req: RunRequest): RunInput {
     ...outputFormatField(req.outputFormat),
     ...toolChoiceField(req.toolChoice),
     ...(req.parallelToolCalls !== undefined ? { parallelToolCalls: req.parallelToolCalls } : {}),
+    ...traceFields(req.traceParent, req.traceState),
   };
+}
+
+/** The trace context of a wire run: a malformed `trace_parent` is dropped with its state. */
+function traceFields(parent: string, state: string): Pick<RunInput, "traceParent" | "traceState"> {
+  if (!parseTraceparent(parent)) return {};
+  const cleaned = cleanTracestate(state);
+  return cleaned ? { traceParent: parent, traceState: cleaned } : { traceParent: parent };
 }
 
 function toWireOutputFormat(f: OutputFormat): WireOutputFormat {

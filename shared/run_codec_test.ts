@@ -62,3 +62,24 @@ Deno.test("fromRunRequest refuses a tool choice or output format it cannot read 
     message: "Cannot parse output format schema as a JSON object",
   });
 });
+
+Deno.test("trace_parent and trace_state survive the wire; a run without them has none", () => {
+  const traced = {
+    ...base,
+    traceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    traceState: "vendor=abc",
+  };
+  assert.deepEqual(roundTrip(traced), traced);
+  const back = roundTrip(base);
+  assert.ok(!("traceParent" in back));
+  assert.ok(!("traceState" in back));
+});
+
+Deno.test("fromRunRequest drops a malformed trace_parent together with its trace_state", () => {
+  const req = toRunRequest("r", base);
+  req.traceParent = "00-00000000000000000000000000000000-b7ad6b7169203331-01";
+  req.traceState = "vendor=abc";
+  const back = fromRunRequest(req);
+  assert.ok(!("traceParent" in back));
+  assert.ok(!("traceState" in back));
+});

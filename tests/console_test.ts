@@ -140,6 +140,9 @@ Deno.test("/history shows the node's recorded runs with their outcome", async ()
   assert.equal(rows.length, 2, s.screen.text);
   assert.match(rows[0]!, new RegExp(`^${slowId}\\s+cli\\s+slow\\s+cancelled\\s`));
   assert.match(rows[1]!, /^run_\w+\s+mock\s+demo\s+completed\s+.*\s1\/8\s+first tok1/);
+  // Each console run started a trace of its own, which the node's history row keeps.
+  const traces = rows.map((r) => r.match(/\s([0-9a-f]{32})\s*$/)?.[1]);
+  assert.ok(traces[0] && traces[1] && traces[0] !== traces[1], s.screen.text);
 });
 
 Deno.test("/reload of a broken file keeps the config in force and the node connected", async () => {

@@ -20,6 +20,18 @@ import {
 import { type ErrorCode, errorKind, IopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import {
+  cleanTracestate,
+  formatTraceparent,
+  freshTraceContext,
+  parseTraceparent,
+} from "../../shared/trace_context.ts";
+import {
+  currentTrace,
+  type RequestTrace,
+  startSpan,
+  type TraceSpan,
+} from "../../shared/tracing.ts";
+import {
   type AuditEdgeResult,
   type AuditLog,
   type CommandOutcome,
@@ -91,6 +103,8 @@ export interface CommandCenterOptions {
 export class CommandCenter {
   readonly #commands = new Map<string, FleetCommand>();
   readonly #timers = new Map<string, () => void>();
+  /** Open `iop.command` spans by command id, while tracing is on; ended with the command. */
+  readonly #spans = new Map<string, TraceSpan>();
   readonly #listeners = new Set<(update: CommandUpdate) => void>();
   readonly #options: CommandCenterOptions;
   readonly #now: () => number;
@@ -125,15 +139,49 @@ export class CommandCenter {
       throw new IopError("INVALID_ARGUMENT", "Cannot submit a command as no edge matches");
     }
     const command = this.#accept(submission, kind.case, edgeIds);
+    const trace = this.#trace(command, submission, edgeIds.length);
     // The edge gets the deadline too, so that its work never outlives it.
     const request: EdgeCommandRequest = {
       ...submission.command,
       commandId: command.commandId,
       issuedBy: command.actor,
       timeoutMs: submission.command.timeoutMs || this.#options.defaultTimeoutMs,
+      traceParent: trace.traceparent,
+      traceState: trace.tracestate ?? "",
     };
     for (const edgeId of edgeIds) this.#sendTo(command, edgeId, request);
     return command;
+  }
+
+  /**
+   * The trace every edge's share of a command joins: a span `iop.command` while tracing is on,
+   * the child of the request's trace (or of a valid `trace_parent` the client put in the command
+   * itself), else a new root; with tracing off that parent, or a fresh trace, goes on as it is,
+   * so that all edges' runs of one fleet command share one trace id.
+   */
+  #trace(command: FleetCommand, submission: CommandSubmission, edges: number): RequestTrace {
+    const request = currentTrace();
+    const asked = parseTraceparent(submission.command.traceParent);
+    const parent = request?.traceparent ?? (asked ? submission.command.traceParent : undefined);
+    const state = request ? request.tracestate : cleanTracestate(submission.command.traceState);
+    const span = startSpan("iop.command", {
+      role: "producer",
+      parent,
+      state,
+      attributes: {
+        "iop.command_id": command.commandId,
+        "iop.command.kind": command.kind,
+        "iop.command.actor": command.actor,
+        "iop.command.edges": edges,
+      },
+    });
+    if (span) {
+      this.#spans.set(command.commandId, span);
+      return { traceparent: span.traceparent, tracestate: span.tracestate, span };
+    }
+    return parent
+      ? { traceparent: parent, tracestate: state }
+      : { traceparent: formatTraceparent(freshTraceContext()) };
   }
 
   /** Records a new command as running, in memory and in the audit. */
@@ -267,6 +315,8 @@ export class CommandCenter {
   close(): void {
     for (const cancel of this.#timers.values()) cancel();
     this.#timers.clear();
+    for (const span of this.#spans.values()) span.end();
+    this.#spans.clear();
   }
 
   #fail(command: FleetCommand, edgeId: string, code: ErrorCode, message: string): void {
@@ -348,6 +398,16 @@ export class CommandCenter {
     this.#writeAudit(command, first);
     if (!first) return;
     this.#options.onFinished?.(command.kind, command.outcome);
+    const span = this.#spans.get(command.commandId);
+    if (span) {
+      this.#spans.delete(command.commandId);
+      span.set({ "iop.command.outcome": command.outcome });
+      span.end(
+        command.outcome === "succeeded"
+          ? undefined
+          : { code: command.outcome, message: `command ${command.outcome}` },
+      );
+    }
     this.#options.logger.info("fleet command finished", {
       command_id: command.commandId,
       outcome: command.outcome,

@@ -274,3 +274,31 @@ Deno.test("a selector that matches no edge and an empty command are refused", ()
     { code: "INVALID_ARGUMENT" },
   );
 });
+
+Deno.test("every edge's share of a fleet command carries one trace: the client's valid one, else a fresh one", () => {
+  using c = center(["edge-a", "edge-b"]);
+  const all = create(EdgeSelectorSchema, { all: true, edgeIds: [] });
+  const client = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const submitWith = (traceParent: string, traceState = "") =>
+    c.commands.submit({
+      selector: all,
+      command: { ...reload(), traceParent, traceState },
+      actor: "alice",
+      via: "http",
+    });
+  submitWith(client, "vendor=1");
+  submitWith("");
+  submitWith("00-00000000000000000000000000000000-00f067aa0ba902b7-01", "vendor=1");
+  const [a, b] = [...c.links.values()].map((l) => l.sent);
+  // Tracing is off here: the client's context goes on unchanged, to both edges.
+  assert.deepEqual([a![0]!.traceParent, a![0]!.traceState], [client, "vendor=1"]);
+  assert.deepEqual([b![0]!.traceParent, b![0]!.traceState], [client, "vendor=1"]);
+  for (const i of [1, 2]) {
+    const fresh = a![i]!.traceParent;
+    assert.match(fresh, /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    assert.doesNotMatch(fresh, /^00-(4bf92f3577b34da6a3ce929d0e0e4736|0{32})-/);
+    assert.equal(b![i]!.traceParent, fresh, "one fleet command, one trace");
+    assert.equal(a![i]!.traceState, "");
+  }
+  assert.notEqual(a![1]!.traceParent, a![2]!.traceParent);
+});

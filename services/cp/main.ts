@@ -6,6 +6,8 @@
 import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
 import { startupFailed } from "../../shared/startup.ts";
+import { setUpTracing, shutdownTracing } from "../../shared/tracing.ts";
+import { IOP_VERSION } from "../../shared/version.ts";
 import { loadCpConfig } from "./config.ts";
 import { startControlPlane } from "./control_plane.ts";
 
@@ -19,6 +21,7 @@ try {
   Deno.exit(2);
 }
 
+await setUpTracing({ serviceName: "iop-cp", serviceVersion: IOP_VERSION, logger });
 const cp = await startControlPlane(config, { logger }).catch((err) =>
   startupFailed(
     logger,
@@ -33,6 +36,7 @@ const shutdown = async (signal: string) => {
   stopping = true;
   logger.info("control plane stopping", { signal });
   await cp.stop();
+  await shutdownTracing();
   Deno.exit(0);
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

@@ -7,6 +7,7 @@ import { Registry } from "prom-client";
 import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
 import { startupStep } from "../../shared/startup.ts";
+import { setUpTracing, shutdownTracing } from "../../shared/tracing.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { loadDialTls, loadListenTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
@@ -56,6 +57,7 @@ if (config.controlPlane.address && !config.controlPlane.security.tls) {
   );
 }
 
+await setUpTracing({ serviceName: "iop-edge", serviceVersion: IOP_VERSION, logger });
 const registry = new Registry();
 registerProcessMetrics(registry);
 const metrics = createEdgeMetrics(registry);
@@ -143,6 +145,7 @@ const shutdown = async (reason: string) => {
   await wire.close();
   await http.shutdown();
   a2aTasks.close();
+  await shutdownTracing();
   Deno.exit(0);
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

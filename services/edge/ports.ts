@@ -45,6 +45,8 @@ export interface SubmitOptions {
    * 1-based place there (0 once it left the queue), for feedback while it waits.
    */
   onQueued?: (position: () => number) => void;
+  /** The model group whose provider pool dispatches the run, set by the pools (for its trace). */
+  pool?: string;
 }
 
 /** A dispatched run. */
@@ -81,6 +83,8 @@ export interface RunRecordView {
   errorMessage: string;
   outputSummary: string;
   exitCode: number;
+  /** The run's W3C trace id; absent when the Node recorded none (or predates trace ids). */
+  traceId?: string;
 }
 
 /** What one adapter on a Node reports about itself. */

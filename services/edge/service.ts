@@ -8,6 +8,7 @@ import { IopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { RunEvent } from "../../shared/run.ts";
 import { secretFingerprint } from "../../shared/secrets.ts";
+import { traceIdOf } from "../../shared/trace_context.ts";
 import { ActiveRun } from "./active_run.ts";
 import type { EdgeConfig, NodeRecord } from "./config.ts";
 import type { EdgeMetrics } from "./edge_metrics.ts";
@@ -28,6 +29,7 @@ import type {
   SubmitOptions,
 } from "./ports.ts";
 import { pickNode } from "./routing.ts";
+import { endDispatch, joinRequestTrace, startDispatch } from "./run_trace.ts";
 import {
   type HolderState,
   planSession,
@@ -227,6 +229,7 @@ export class EdgeService implements OpsGateway {
    * node that could take it (for a follow-up: on the session's node).
    */
   submitRun(submission: RunSubmission, options: SubmitOptions = {}): Promise<RunHandle> {
+    submission = joinRequestTrace(submission);
     const plan = planSession(this.sessionAffinity, submission, {
       stateful: !submission.modelGroup &&
         this.#store.isCliAdapter(submission.adapter, submission.node),
@@ -297,8 +300,18 @@ export class EdgeService implements OpsGateway {
     this.#metrics?.runsStarted.inc();
     this.#metrics?.runsInFlight.set(this.#runs.size);
     const { node: _node, modelGroup: _group, onSessionLost: _lost, ...input } = submission;
+    const trace = startDispatch(runId, session.id, submission, options);
+    if (trace.span) {
+      const span = trace.span;
+      void run.done.then((terminal) => endDispatch(span, terminal));
+    }
+    this.#logger.debug("dispatching run", {
+      run_id: runId,
+      node_id: session.id,
+      trace_id: traceIdOf(trace.context.traceParent),
+    });
     try {
-      await session.link.run(runId, input);
+      await session.link.run(runId, { ...input, ...trace.context });
     } catch (err) {
       run.finish({
         type: "failed",
@@ -346,8 +359,8 @@ export class EdgeService implements OpsGateway {
     return true;
   }
 
-  /** A run in flight by id. */
-  getRun(runId: string): RunHandle | undefined {
+  /** A run in flight by id, with the times the Edge keeps of it. */
+  getRun(runId: string): ActiveRun | undefined {
     return this.#runs.get(runId);
   }
 

@@ -7,6 +7,7 @@ import { Registry } from "prom-client";
 import { configPathFromArgs } from "../../shared/config.ts";
 import { createLogger } from "../../shared/log.ts";
 import { startupFailed, startupStep } from "../../shared/startup.ts";
+import { setUpTracing, shutdownTracing } from "../../shared/tracing.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { loadDialTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
@@ -46,6 +47,7 @@ if (!edgeTls) {
 }
 
 logNodePolicy(logger.with({ node_id: config.node.id }), config.policy);
+await setUpTracing({ serviceName: "iop-node", serviceVersion: IOP_VERSION, logger });
 
 const registry = new Registry();
 registerProcessMetrics(registry);
@@ -147,6 +149,7 @@ const shutdown = async (signal: string) => {
   await core.close();
   await server.shutdown();
   store.close();
+  await shutdownTracing();
   Deno.exit(0);
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

@@ -8,6 +8,8 @@
 import { IopError, OverloadedError, toIopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { RunEvent, RunInput } from "../../shared/run.ts";
+import { traceIdOf } from "../../shared/trace_context.ts";
+import type { TraceSpan } from "../../shared/tracing.ts";
 import { cutToBytes, DEFAULT_OUTPUT_CAP_BYTES, utf8Length } from "./output_cap.ts";
 import { applyNodePolicy, maxActiveRuns, type NodePolicy } from "./policy.ts";
 import type {
@@ -24,6 +26,7 @@ import type {
   ToolCall,
 } from "./ports.ts";
 import { type AdapterLookup, resolve } from "./router.ts";
+import { endRunSpan, FIRST_TOKEN_EVENT, refusedRunSpan, startRunSpan } from "./run_trace.ts";
 
 /** Longest output kept in a history row. */
 const SUMMARY_CHARS = 2_000;
@@ -83,6 +86,9 @@ interface RunState {
   /** It printed more than the cap: `output` stops at it. */
   outputTruncated: boolean;
   firstOutputAtMs: number | undefined;
+  /** Its span (`iop.run`) while tracing is on (`run_trace.ts`). */
+  span: TraceSpan | undefined;
+  traceId: string;
 }
 
 /** The Node core. */
@@ -142,6 +148,7 @@ export class NodeCore {
     const send: Send = (event) =>
       emit({ ...event, runId, seq: ++seq, timestampMs: this.#clock.now() } as RunEvent);
     const startedAtMs = this.#clock.now();
+    const traceId = traceIdOf(input.traceParent);
     let resolved;
     try {
       resolved = this.#admit(runId, input);
@@ -151,9 +158,11 @@ export class NodeCore {
         adapter: input.adapter,
         target: input.target,
         startedAtMs,
+        ...(traceId ? { traceId } : {}),
       });
     } catch (err) {
       const e = toIopError(err);
+      refusedRunSpan(runId, this.#options.nodeId, input, e);
       send({
         type: "failed",
         code: e.code,
@@ -164,6 +173,12 @@ export class NodeCore {
       return;
     }
     const { adapter, spec } = resolved;
+    const span = startRunSpan(runId, this.#options.nodeId, input);
+    // The adapter's own span (and its backend) become children of the run's.
+    if (span) {
+      spec.traceParent = span.traceparent;
+      if (span.tracestate) spec.traceState = span.tracestate;
+    }
     const running: Running = {
       controller: new AbortController(),
       cancelReason: undefined,
@@ -187,6 +202,8 @@ export class NodeCore {
       outputBytes: 0,
       outputTruncated: false,
       firstOutputAtMs: undefined,
+      span,
+      traceId,
     };
     const signal = running.controller.signal;
     this.#users.set(adapter, (this.#users.get(adapter) ?? 0) + 1);
@@ -251,7 +268,10 @@ export class NodeCore {
     return {
       output: (text: string) => {
         if (signal.aborted || text === "") return;
-        run.firstOutputAtMs ??= this.#clock.now();
+        if (run.firstOutputAtMs === undefined) {
+          run.firstOutputAtMs = this.#clock.now();
+          run.span?.event(FIRST_TOKEN_EVENT);
+        }
         if (run.summary.length < SUMMARY_CHARS) {
           run.summary += text.slice(0, SUMMARY_CHARS - run.summary.length);
         }
@@ -285,6 +305,7 @@ export class NodeCore {
   #completed(run: RunState, result: ExecutionResult): void {
     const finishedAtMs = this.#clock.now();
     if (result.usage) run.send({ type: "usage", usage: result.usage });
+    if (run.span) endRunSpan(run.span, "completed", result.usage);
     run.send({
       type: "completed",
       finishReason: result.finishReason,
@@ -307,6 +328,7 @@ export class NodeCore {
     const extra = run.firstOutputAtMs !== undefined ? { firstOutputAtMs: run.firstOutputAtMs } : {};
     if (run.running.controller.signal.aborted) {
       const reason = run.running.cancelReason ?? "cancelled";
+      if (run.span) endRunSpan(run.span, "cancelled");
       run.send({ type: "cancelled", reason });
       this.#record(run, {
         status: "cancelled",
@@ -317,6 +339,7 @@ export class NodeCore {
       return;
     }
     const error = toIopError(err, "BACKEND_ERROR");
+    if (run.span) endRunSpan(run.span, "failed", undefined, error);
     run.send({
       type: "failed",
       code: error.code,
@@ -348,7 +371,11 @@ export class NodeCore {
     try {
       this.#options.store.completeRun(runId, outcome);
     } catch (err) {
-      this.#options.logger.error("cannot record run in history", { run_id: runId, err });
+      this.#options.logger.error("cannot record run in history", {
+        run_id: runId,
+        trace_id: run.traceId,
+        err,
+      });
     }
   }
 

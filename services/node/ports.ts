@@ -109,6 +109,8 @@ export interface RunRecord {
   /** The first part of the run's output. */
   outputSummary: string;
   exitCode?: number;
+  /** The run's W3C trace id (32 hex digits); absent for a run recorded without one. */
+  traceId?: string;
 }
 
 /** How a run ended, recorded by {@linkcode RunStore.completeRun}. */
@@ -134,9 +136,19 @@ export interface StoredOutput {
   truncated: boolean;
 }
 
+/** What {@linkcode RunStore.startRun} records of a run that starts. */
+export interface RunStart {
+  runId: string;
+  adapter: string;
+  target: string;
+  startedAtMs: number;
+  traceId?: string;
+}
+
 /** The Node's durable run history. */
 export interface RunStore {
-  startRun(run: { runId: string; adapter: string; target: string; startedAtMs: number }): void;
+  /** Records a run as running; `traceId` is its W3C trace id, absent when it has none. */
+  startRun(run: RunStart): void;
   completeRun(runId: string, outcome: RunOutcome): void;
   /** The most recent runs, newest first. */
   history(limit: number): RunRecord[];

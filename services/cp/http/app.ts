@@ -1,11 +1,19 @@
 /**
  * The Control Plane's HTTP app: health, readiness, metrics, the edge registry views, fleet
- * commands, the fleet report, the audit log, the `/client` WebSocket and the dashboard. Every
+ * commands, the fleet report, the dashboard's read routes (series, node history and run output
+ * through the edge wire, the filtered audit: `fleet_views.ts`), the `/client` WebSocket and the
+ * dashboard. Every
  * route but health, readiness, metrics, the dashboard's files and `/client` (which checks its
  * own callers) needs a named access token (see `access.ts`); writes need the operate role, and
  * commands are audited under the token's name. Everything shown is what edges reported.
  * @module
  */
+import {
+  cleanTracestate,
+  formatTraceparent,
+  parseTraceparent,
+} from "../../../shared/trace_context.ts";
+import { withTrace } from "../../../shared/tracing.ts";
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { type Context, Hono } from "hono";
 import type { Registry } from "prom-client";
@@ -26,6 +34,8 @@ import { serveClientSocket } from "./client_socket.ts";
 import { commandJson, messageJson } from "./json.ts";
 import { RefreshLimiter, type RefreshOutcome } from "../refresh_limiter.ts";
 import { accessGuard, type CpEnv } from "./access.ts";
+import { registerFleetViews } from "./fleet_views.ts";
+import { SeriesStore } from "../series.ts";
 
 /** What the HTTP app serves from. */
 export interface CpHttpDeps {
@@ -35,6 +45,8 @@ export interface CpHttpDeps {
   audit: AuditLog;
   metrics: Registry;
   logger: Logger;
+  /** The charts' samples; defaults to an empty store (nothing feeds it). */
+  series?: SeriesStore;
   /** Clock of the refresh rate limit; defaults to Date.now. */
   now?: () => number;
 }
@@ -51,6 +63,7 @@ const STATUS_OF: Record<string, 400 | 401 | 404 | 500 | 503 | 504> = {
   INVALID_ARGUMENT: 400,
   UNAUTHENTICATED: 401,
   NOT_FOUND: 404,
+  NODE_LOST: 503,
   UNAVAILABLE: 503,
   TIMEOUT: 504,
 };
@@ -61,6 +74,9 @@ const REPORT_COMMANDS = 200;
 const DASHBOARD_FILES: Record<string, string> = {
   "/": "dashboard.html",
   "/dashboard.js": "dashboard.js",
+  "/dashboard_common.js": "dashboard_common.js",
+  "/dashboard_charts.js": "dashboard_charts.js",
+  "/dashboard_views.js": "dashboard_views.js",
 };
 
 /** Served to anyone: no fleet data (`/client` checks its callers itself). */
@@ -128,13 +144,21 @@ export function createCpHttp(deps: CpHttpDeps): Hono<CpEnv> {
       throw new IopError("INVALID_ARGUMENT", `Cannot read the command: ${(err as Error).message}`);
     }
     if (!submit.command) throw new IopError("INVALID_ARGUMENT", "Cannot submit without a command");
-    const command = commands.submit({
+    const submission = {
       selector: submit.edges ?? create(EdgeSelectorSchema, { all: true }),
       command: submit.command,
       // The token's name, whatever the body's `actor` claims: the audit names who acted.
       actor: c.get("principal").name,
-      via: "http",
-    });
+      via: "http" as const,
+    };
+    // A valid W3C traceparent header makes the command's runs on every edge join its trace.
+    const parent = parseTraceparent(c.req.header("traceparent"));
+    const command = parent
+      ? withTrace({
+        traceparent: formatTraceparent(parent),
+        tracestate: cleanTracestate(c.req.header("tracestate")),
+      }, () => commands.submit(submission))
+      : commands.submit(submission);
     return c.json({ commandId: command.commandId, edgeIds: [...command.edges.keys()] }, 202);
   });
   app.get("/commands", (c) => c.json({ commands: commands.list().map(commandJson) }));
@@ -150,9 +174,11 @@ export function createCpHttp(deps: CpHttpDeps): Hono<CpEnv> {
     const report = buildFleetReport(registry.list(), Date.now(), audit.recent(REPORT_COMMANDS));
     return c.json(outcome ? { ...report, refresh: outcome } : report);
   });
-  app.get("/audit", (c) => {
-    const limit = Number(c.req.query("limit") ?? 100);
-    return c.json({ records: audit.recent(Number.isInteger(limit) && limit > 0 ? limit : 100) });
+  registerFleetViews(app, {
+    config,
+    registry,
+    audit,
+    series: deps.series ?? new SeriesStore(config.series),
   });
 
   app.get("/client", (c) => serveClientSocket(c.req.raw, { ...deps, refresh }));

@@ -6,6 +6,8 @@
  */
 import { toIopError } from "../../../shared/errors.ts";
 import { runInput } from "../../../shared/run.ts";
+import { formatTraceparent, freshTraceContext } from "../../../shared/trace_context.ts";
+import { type RequestTrace, startSpan, withTrace } from "../../../shared/tracing.ts";
 import type { DomainAgents } from "../agents/domain_agents.ts";
 import type { OpsGateway, RunHandle } from "../ports.ts";
 import { resolveModel, submissionFor } from "../http/model_resolver.ts";
@@ -34,6 +36,15 @@ const HELP = `Commands:
   /reload                              re-read the config file (kept when invalid)
   /help                                this text
   /quit                                leave the console (the edge keeps running)`;
+
+/**
+ * A new trace for a console command (an internal span `iop.console <command>` while tracing is
+ * on): the run it submits joins it.
+ */
+function consoleTrace(command: string): RequestTrace {
+  const span = startSpan(`iop.console ${command}`);
+  return { traceparent: span?.traceparent ?? formatTraceparent(freshTraceContext()), span };
+}
 
 /** An interactive console bound to one service. */
 export class OpsConsole {
@@ -157,19 +168,29 @@ export class OpsConsole {
       return;
     }
     const [, adapter, target, prompt] = match as unknown as [string, string, string, string];
-    const handle = await this.#service.submitRun({
-      ...runInput({
-        adapter,
-        target,
-        prompt,
-        messages: prompt ? [{ role: "user", content: prompt }] : [],
-      }),
-      ...(node ? { node } : {}),
-    });
-    this.#runs.set(handle.runId, handle);
-    this.#out(`run ${handle.runId} started on ${handle.nodeId} (${adapter}/${target})\n`);
-    const stream = this.#stream(handle).finally(() => {
-      this.#runs.delete(handle.runId);
+    const trace = consoleTrace("/run");
+    let handle;
+    try {
+      handle = await withTrace(trace, () =>
+        this.#service.submitRun({
+          ...runInput({
+            adapter,
+            target,
+            prompt,
+            messages: prompt ? [{ role: "user", content: prompt }] : [],
+          }),
+          ...(node ? { node } : {}),
+        }));
+    } catch (err) {
+      trace.span?.end(toIopError(err));
+      throw err;
+    }
+    const started = handle;
+    this.#runs.set(started.runId, started);
+    this.#out(`run ${started.runId} started on ${started.nodeId} (${adapter}/${target})\n`);
+    const stream = this.#stream(started).finally(() => {
+      trace.span?.end();
+      this.#runs.delete(started.runId);
       this.#streams.delete(stream);
     });
     this.#streams.add(stream);
@@ -206,20 +227,26 @@ export class OpsConsole {
         shown = now;
       }, QUEUE_FEEDBACK_MS);
     };
-    const flow = this.#service.submitRun(submissionFor(model, input), {
-      signal: this.#closing.signal,
-      onQueued,
-    }).finally(() => clearInterval(ticker)).then(
-      (handle) => {
-        this.#runs.set(handle.runId, handle);
-        this.#out(`run ${handle.runId} started on ${handle.nodeId} (${model.name})\n`);
-        return this.#stream(handle).finally(() => this.#runs.delete(handle.runId));
-      },
-      (err) => {
-        const e = toIopError(err);
-        this.#out(`error ${e.code}: ${e.message}\n`);
-      },
-    ).finally(() => this.#streams.delete(flow));
+    const trace = consoleTrace("/ask");
+    const flow = withTrace(trace, () =>
+      this.#service.submitRun(submissionFor(model, input), {
+        signal: this.#closing.signal,
+        onQueued,
+      })).finally(() => clearInterval(ticker)).then(
+        (handle) => {
+          this.#runs.set(handle.runId, handle);
+          this.#out(`run ${handle.runId} started on ${handle.nodeId} (${model.name})\n`);
+          return this.#stream(handle).finally(() => this.#runs.delete(handle.runId));
+        },
+        (err) => {
+          const e = toIopError(err);
+          trace.span?.end(e);
+          this.#out(`error ${e.code}: ${e.message}\n`);
+        },
+      ).finally(() => {
+        trace.span?.end();
+        this.#streams.delete(flow);
+      });
     this.#streams.add(flow);
   }
 

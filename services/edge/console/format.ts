@@ -103,7 +103,7 @@ export function formatStatus(status: StatusSnapshot): string {
 export function formatHistory(node: string, runs: RunRecordView[]): string {
   if (runs.length === 0) return `no runs recorded on ${node}\n`;
   return table(
-    ["RUN", "ADAPTER", "TARGET", "STATUS", "STARTED", "MS", "TOKENS", "ERROR / OUTPUT"],
+    ["RUN", "ADAPTER", "TARGET", "STATUS", "STARTED", "MS", "TOKENS", "ERROR / OUTPUT", "TRACE"],
     runs.map((r) => [
       r.runId,
       r.adapter,
@@ -114,6 +114,7 @@ export function formatHistory(node: string, runs: RunRecordView[]): string {
       `${r.usage.inputTokens}/${r.usage.outputTokens}`,
       (r.errorCode ? `${r.errorCode}: ${r.errorMessage}` : r.outputSummary).replace(/\s+/g, " ")
         .slice(0, 50),
+      r.traceId ?? "-",
     ]),
   );
 }

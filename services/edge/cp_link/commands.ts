@@ -12,6 +12,13 @@ import {
 } from "../../../proto/gen/iop/v1/control_pb.ts";
 import { IopError, toIopError } from "../../../shared/errors.ts";
 import { runInput } from "../../../shared/run.ts";
+import {
+  cleanTracestate,
+  formatTraceparent,
+  freshTraceContext,
+  parseTraceparent,
+} from "../../../shared/trace_context.ts";
+import { type RequestTrace, startSpan, withTrace } from "../../../shared/tracing.ts";
 import type { DomainAgents } from "../agents/domain_agents.ts";
 import { type RunOutcome, type RunProgress, runToOutcome } from "../agents/run_outcome.ts";
 import type { EdgeService } from "../service.ts";
@@ -44,6 +51,34 @@ export interface DeadlineDeps extends CommandDeps {
  * before the cancellation took effect keeps its own result.
  */
 export async function executeWithDeadline(
+  req: EdgeCommandRequest,
+  deps: DeadlineDeps,
+): Promise<EdgeCommandResult> {
+  // The command's trace is the Control Plane's (`trace_parent`), or a new one when it sent none
+  // (an older Control Plane); the runs the command submits join it (`service.submitRun`).
+  const sent = parseTraceparent(req.traceParent) ? req.traceParent : undefined;
+  const state = sent ? cleanTracestate(req.traceState) : undefined;
+  const span = startSpan("iop.command", {
+    role: "consumer",
+    parent: sent,
+    state,
+    attributes: {
+      "iop.command_id": req.commandId,
+      "iop.command.kind": req.kind.case ?? "empty",
+    },
+  });
+  const requestTrace: RequestTrace = span
+    ? { traceparent: span.traceparent, tracestate: span.tracestate, span }
+    : { traceparent: sent ?? formatTraceparent(freshTraceContext()), tracestate: state };
+  const result = await withTrace(requestTrace, () => executeUntilDeadline(req, deps));
+  if (span) {
+    span.set({ "iop.command.status": result.status });
+    span.end(result.error ? { code: result.error.code, message: result.error.message } : undefined);
+  }
+  return result;
+}
+
+async function executeUntilDeadline(
   req: EdgeCommandRequest,
   deps: DeadlineDeps,
 ): Promise<EdgeCommandResult> {

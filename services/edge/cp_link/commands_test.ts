@@ -7,6 +7,8 @@ import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { EdgeCommandRequestSchema } from "../../../proto/gen/iop/v1/control_pb.ts";
 import { createLogger } from "../../../shared/log.ts";
+import { parseTraceparent } from "../../../shared/trace_context.ts";
+import { currentTrace } from "../../../shared/tracing.ts";
 import { DomainAgents } from "../agents/domain_agents.ts";
 import { parseEdgeConfig } from "../config.ts";
 import { EdgeService } from "../service.ts";
@@ -64,4 +66,25 @@ Deno.test("executeWithDeadline() keeps the result of a command that ends before 
   });
   assert.equal(result.status, "succeeded");
   assert.equal(result.error, undefined);
+});
+
+Deno.test("executeWithDeadline() runs a command in the Control Plane's trace, or a new one when it sent none or a bad one", async () => {
+  const cpTrace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const seen: (string | undefined)[] = [];
+  const { service, agents } = serviceWithReload(() => {
+    seen.push(currentTrace()?.traceparent);
+    return Promise.resolve();
+  });
+  const deps = { service, agents, signal: new AbortController().signal, onProgress: () => {} };
+  for (const traceParent of [cpTrace, "", "00-zz-00f067aa0ba902b7-01"]) {
+    const result = await executeWithDeadline({ ...reloadWithin(5_000), traceParent }, deps);
+    assert.equal(result.status, "succeeded");
+  }
+  assert.equal(seen[0], cpTrace, "tracing off: the Control Plane's context goes on unchanged");
+  for (const fresh of seen.slice(1)) {
+    const parsed = parseTraceparent(fresh);
+    assert.ok(parsed, `a fresh valid traceparent expected, got ${fresh}`);
+    assert.notEqual(parsed.traceId, "4bf92f3577b34da6a3ce929d0e0e4736");
+  }
+  assert.notEqual(seen[1], seen[2]);
 });

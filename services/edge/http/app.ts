@@ -2,7 +2,7 @@
  * The Edge's HTTP app: health, readiness, metrics, the status snapshot and run outputs
  * (`run_output.ts`). The public API surfaces (OpenAI, Ollama, A2A) are mounted onto it by
  * `main.ts`. Every route, mounted ones included, first passes the `Host` allow-list (DNS
- * rebinding) and the browser `Origin` check.
+ * rebinding) and the browser `Origin` check, then gets its trace (`trace_requests.ts`).
  * @module
  */
 import { Hono } from "hono";
@@ -11,6 +11,7 @@ import { hostGuard } from "./host_guard.ts";
 import { originGuard } from "./origin_guard.ts";
 import { RUN_OUTPUT_PATH, type RunOutputGateway, runOutputRoute } from "./run_output.ts";
 import { servableModels } from "../servable.ts";
+import { traceRequests } from "./trace_requests.ts";
 
 /** Builds the base Edge HTTP app. */
 export function createEdgeHttp(service: RunOutputGateway, registry: Registry): Hono {
@@ -18,6 +19,7 @@ export function createEdgeHttp(service: RunOutputGateway, registry: Registry): H
   // Registered before any route, so they run for every route added later too.
   app.use("*", hostGuard(() => service.config));
   app.use("*", originGuard(() => service.config.http.cors.allowedOrigins));
+  app.use("*", traceRequests());
   app.get("/healthz", (c) => c.json({ status: "ok", edge_id: service.config.edge.id }));
   // Ready while some model can run now: a connected, non-draining node with a healthy resource.
   app.get("/readyz", (c) => {

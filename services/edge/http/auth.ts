@@ -29,6 +29,11 @@ export function callerOf(c: Context): TenantRecord {
   return tenant;
 }
 
+/** The name of the tenant a request passed {@linkcode apiKeyAuth} as; undefined before or without it. */
+export function callerName(c: Context): string | undefined {
+  return callers.get(c.req.raw)?.name;
+}
+
 /** Middleware that identifies the caller's tenant, rejecting requests without an accepted key. */
 export function apiKeyAuth(options: ApiKeyAuthOptions): MiddlewareHandler {
   return async function apiKeyAuthMiddleware(c, next) {

@@ -20,6 +20,8 @@ import { type Candidate, candidatesOf, providersOf } from "./candidates.ts";
 import type { PoolMetrics } from "./pool_metrics.ts";
 import { PooledRun } from "./pooled_run.ts";
 import { FairQueue } from "./fair_queue.ts";
+import { traceIdOf } from "../../../shared/trace_context.ts";
+import { currentTrace, startSpan, type TraceSpan } from "../../../shared/tracing.ts";
 import { PRIORITY_CLASSES, type QueueShare } from "../tenants/tenant.ts";
 
 /** Queue limits of a model group without a `models` entry. */
@@ -72,6 +74,8 @@ interface Waiter extends Admission {
   /** Provider whose queued count this waiter is accounted to. */
   preferred: string;
   enqueuedAtMs: number;
+  /** The wait's span (`iop.queue`) while tracing is on; ends when the waiter leaves. */
+  span: TraceSpan | undefined;
   resolve: (handle: RunHandle) => void;
   reject: (err: unknown) => void;
   cleanup: () => void;
@@ -157,6 +161,7 @@ export class ProviderPools {
         this.#deps.logger.warn("pool run lost its node before any output; retrying", {
           pool: group,
           node_id: lostNode,
+          trace_id: traceIdOf(submission.traceParent),
         });
         // `cancelled` fires only while the retry waits for a provider; PooledRun itself cancels
         // a retry that was already dispatched.
@@ -192,6 +197,8 @@ export class ProviderPools {
     const free = this.#freeFor(candidates, options);
     if (free && queue.size === 0) {
       this.#metrics?.admissions.labels(group, "dispatched").inc();
+      // Not queued: a point on the request's span instead of a span of its own.
+      currentTrace()?.span?.event("iop.pool.admitted", { "iop.pool": group });
       return this.#start(free, submission, options);
     }
     const limits = this.#limits(group);
@@ -228,6 +235,7 @@ export class ProviderPools {
     const heaviest = queue.heaviest();
     if (heaviest && heaviest.tenant !== share.name && heaviest.load > (own + 1) / share.weight) {
       const displaced = heaviest.newest;
+      displaced.span?.set({ "iop.queue.outcome": "displaced" });
       this.#remove(displaced);
       this.#metrics?.admissions.labels(group, "displaced").inc();
       displaced.reject(
@@ -289,6 +297,7 @@ export class ProviderPools {
       if (this.#remove(waiter)) reject(abortError(signal!));
     };
     const timer = setTimeout(() => {
+      waiter.span?.set({ "iop.queue.outcome": "timeout" });
       if (!this.#remove(waiter)) return;
       this.#metrics?.admissions.labels(group, "rejected_timeout").inc();
       reject(
@@ -303,6 +312,15 @@ export class ProviderPools {
       share,
       preferred,
       enqueuedAtMs: this.#now(),
+      span: startSpan("iop.queue", {
+        parent: admission.submission.traceParent,
+        state: admission.submission.traceState,
+        attributes: {
+          "iop.pool": group,
+          "iop.tenant": share.name || undefined,
+          "iop.provider": preferred,
+        },
+      }),
       resolve,
       reject,
       cleanup: () => {
@@ -330,6 +348,7 @@ export class ProviderPools {
   /** Accounts for a waiter that left its queue (admitted, abandoned or displaced). */
   #left(waiter: Waiter): void {
     waiter.cleanup();
+    waiter.span?.end();
     this.#counter(waiter.preferred).queued--;
     this.#gauges(waiter.group, waiter.preferred);
   }
@@ -353,6 +372,7 @@ export class ProviderPools {
       );
       if (!free) return;
       queue.shift();
+      waiter.span?.set({ "iop.queue.outcome": "admitted" });
       this.#left(waiter);
       this.#metrics?.queueWait.labels(group).observe((this.#now() - waiter.enqueuedAtMs) / 1000);
       this.#start(free, waiter.submission, waiter.options).then(
@@ -370,7 +390,7 @@ export class ProviderPools {
     const { provider, session } = candidate;
     const { modelGroup: _group, node: _node, ...input } = submission;
     const routed: RunSubmission = { ...input, adapter: provider.adapter, target: provider.target };
-    return this.#send(session, routed, options, provider);
+    return this.#send(session, routed, { ...options, pool: provider.modelGroup }, provider);
   }
 
   /** Dispatches a run counted on its resource (and `provider`) until it ends or fails to start. */

@@ -347,6 +347,7 @@ function fromWireCommandResponse(res: NodeCommandResponse): NodeCommandResult {
           errorMessage: run.error?.message ?? "",
           outputSummary: run.outputSummary,
           exitCode: run.exitCode,
+          ...(run.traceId ? { traceId: run.traceId } : {}),
         })),
       };
     case "capabilities":

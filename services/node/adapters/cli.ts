@@ -34,6 +34,7 @@ import {
 import { IopError, OverloadedError } from "../../../shared/errors.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
 import { SESSION_STATE_KEY } from "../../../shared/run.ts";
+import { traceIdOf } from "../../../shared/trace_context.ts";
 import type {
   Adapter,
   AdapterConfig,
@@ -283,7 +284,12 @@ export function createCliAdapter(
     signal.throwIfAborted();
     closing.signal.throwIfAborted();
     const child = spawnProfile(profile, { args, executable }, output, killGraceMs);
-    const runLog = log.with({ run_id: spec.runId, profile: profile.name, pid: child.pid });
+    const runLog = log.with({
+      run_id: spec.runId,
+      trace_id: traceIdOf(spec.traceParent),
+      profile: profile.name,
+      pid: child.pid,
+    });
     runLog.debug("cli process started", { resume });
     const recorded = record(child.pid, spec.runId, profile.name, runLog);
     const stop = stopCauses(signal, closing.signal, timeLimit(profile, spec));

@@ -43,6 +43,11 @@ export class RequestGuard {
   #firstTokenAt: number | undefined;
   #lastActivityAt = 0;
   #disposed = false;
+  /**
+   * W3C trace headers (`traceparent`, `tracestate`) {@linkcode postJson} sends with the request,
+   * so the backend's spans join the run's trace; empty = none.
+   */
+  traceHeaders: Record<string, string> = {};
 
   constructor(outer: AbortSignal, limits: StreamLimits) {
     this.#outer = outer;
@@ -212,7 +217,7 @@ export async function postJson(
   let res: Http1Response;
   try {
     res = await options.client.post(url, {
-      headers: { "content-type": "application/json", ...options.headers },
+      headers: { "content-type": "application/json", ...guard.traceHeaders, ...options.headers },
       body: JSON.stringify(body),
       signal: guard.signal,
     });

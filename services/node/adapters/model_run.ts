@@ -11,6 +11,8 @@ import type { Logger } from "../../../shared/log.ts";
 import type { ExecutionResult, ExecutionSpec, HttpModelSettings } from "../ports.ts";
 import type { AdapterMetrics } from "./adapter_metrics.ts";
 import { RequestGuard } from "./http_stream.ts";
+import { traceIdOf } from "../../../shared/trace_context.ts";
+import { startSpan } from "../../../shared/tracing.ts";
 
 /** Options every model-server adapter accepts. */
 export interface ModelAdapterOptions {
@@ -45,11 +47,43 @@ export async function guardedRun(
     idleTimeoutMs: settings.idleTimeoutMs,
     totalTimeoutMs: spec.timeoutMs,
   });
-  const log = ctx.logger.with({ run_id: spec.runId, target: spec.target });
+  const span = startSpan(`chat ${spec.target}`, {
+    role: "client",
+    parent: spec.traceParent,
+    state: spec.traceState,
+    attributes: {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.request.model": spec.target,
+      "iop.adapter": ctx.name,
+      "iop.adapter.kind": ctx.kind,
+      "iop.run_id": spec.runId,
+    },
+  });
+  // The backend's span is a child of the adapter's call, or of the run when tracing is off.
+  const traceparent = span?.traceparent ?? spec.traceParent;
+  const tracestate = span ? span.tracestate : spec.traceState;
+  if (traceparent) {
+    guard.traceHeaders = tracestate ? { traceparent, tracestate } : { traceparent };
+  }
+  const log = ctx.logger.with({
+    run_id: spec.runId,
+    target: spec.target,
+    trace_id: traceIdOf(spec.traceParent),
+  });
   log.debug("model request started");
   try {
     const result = await body(guard);
     guard.dispose();
+    if (span) {
+      if (result.usage) {
+        span.set({
+          "gen_ai.usage.input_tokens": result.usage.inputTokens,
+          "gen_ai.usage.output_tokens": result.usage.outputTokens,
+        });
+      }
+      span.set({ "gen_ai.response.finish_reasons": [result.finishReason] });
+      span.end();
+    }
     const ttft = guard.timeToFirstTokenSeconds;
     if (ttft !== undefined) ctx.metrics?.observeFirstToken(ctx.kind, ttft);
     if (result.usage) {
@@ -60,10 +94,12 @@ export async function guardedRun(
     return result;
   } catch (err) {
     if (signal.aborted) {
+      span?.end();
       log.debug("model request cancelled");
       throw signal.reason;
     }
     const failure = err instanceof IopError ? err : toIopError(err, "BACKEND_ERROR");
+    span?.end({ code: failure.code, message: failure.message });
     ctx.metrics?.countError(ctx.kind, failure.code);
     log.debug("model request failed", { err: failure });
     throw failure;

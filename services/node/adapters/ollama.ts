@@ -9,6 +9,7 @@ import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
 import { httpModelFeatures } from "../../../shared/adapter_kinds/http_model.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
 import type { OutputFormat } from "../../../shared/run.ts";
+import { traceIdOf } from "../../../shared/trace_context.ts";
 import type {
   Adapter,
   Capabilities,
@@ -111,7 +112,11 @@ function requestFor(
   if (s.extra) {
     const { extras, dropped } = backendExtras(FEATURES, s.extra);
     if (dropped.length > 0) {
-      log.warn("sampling options dropped", { run_id: spec.runId, options: dropped.join(",") });
+      log.warn("sampling options dropped", {
+        run_id: spec.runId,
+        trace_id: traceIdOf(spec.traceParent),
+        options: dropped.join(","),
+      });
     }
     for (const [key, value] of Object.entries(extras)) if (!(key in options)) options[key] = value;
   }

@@ -11,6 +11,7 @@ import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
 import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
 import type { OutputFormat, ToolChoice } from "../../../shared/run.ts";
+import { traceIdOf } from "../../../shared/trace_context.ts";
 import type {
   Adapter,
   Capabilities,
@@ -130,7 +131,11 @@ function requestBody(
   if (!s.extra) return body;
   const { extras, dropped } = backendExtras(features, s.extra);
   if (dropped.length > 0) {
-    log.warn("sampling options dropped", { run_id: spec.runId, options: dropped.join(",") });
+    log.warn("sampling options dropped", {
+      run_id: spec.runId,
+      trace_id: traceIdOf(spec.traceParent),
+      options: dropped.join(","),
+    });
   }
   return { ...extras, ...body };
 }

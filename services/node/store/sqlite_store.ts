@@ -20,7 +20,14 @@
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import { IopError } from "../../../shared/errors.ts";
 import { capOutput, DEFAULT_OUTPUT_CAP_BYTES } from "../output_cap.ts";
-import type { RunOutcome, RunRecord, RunStatus, RunStore, StoredOutput } from "../ports.ts";
+import type {
+  RunOutcome,
+  RunRecord,
+  RunStart,
+  RunStatus,
+  RunStore,
+  StoredOutput,
+} from "../ports.ts";
 
 /** How many characters of a run's output the store keeps. */
 export const OUTPUT_SUMMARY_CHARS = 2_000;
@@ -52,7 +59,18 @@ const MIGRATIONS: readonly Migration[] = [
    CREATE INDEX runs_by_start ON runs (started_at_ms DESC);
    CREATE INDEX runs_by_status ON runs (status);`,
   addOutputColumns,
+  addTraceIdColumn,
 ];
+
+/**
+ * Version 3: each run's W3C trace id. A run recorded before has none (NULL); a column already
+ * there (a file a newer build touched, then rolled back) is kept.
+ */
+function addTraceIdColumn(db: DatabaseSync): void {
+  const rows = db.prepare("PRAGMA table_info(runs)").all() as unknown as { name: string }[];
+  if (rows.some((r) => r.name === "trace_id")) return;
+  db.exec("ALTER TABLE runs ADD COLUMN trace_id TEXT");
+}
 
 /**
  * Version 2: the whole output beside the summary. Columns already there are kept; a run recorded
@@ -82,7 +100,7 @@ function addOutputColumns(db: DatabaseSync): void {
 /** The history columns; the whole output is read only by `runOutput`. */
 const RECORD_COLUMNS = `run_id, adapter, target, status, started_at_ms, first_output_at_ms,
   finished_at_ms, input_tokens, output_tokens, error_code, error_message, error_retryable,
-  output_summary, exit_code`;
+  output_summary, exit_code, trace_id`;
 
 /** The schema version this code writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -102,6 +120,7 @@ interface RunRow {
   error_retryable: number | null;
   output_summary: string;
   exit_code: number | null;
+  trace_id: string | null;
 }
 
 function migrate(db: DatabaseSync, path: string): void {
@@ -160,6 +179,7 @@ function toRecord(row: RunRow): RunRecord {
     };
   }
   if (row.exit_code !== null) record.exitCode = row.exit_code;
+  if (row.trace_id !== null) record.traceId = row.trace_id;
   return record;
 }
 
@@ -211,14 +231,14 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
   }
 
   const insert = db.prepare(
-    `INSERT INTO runs (run_id, adapter, target, status, started_at_ms)
-     VALUES (?, ?, ?, 'running', ?)`,
+    `INSERT INTO runs (run_id, adapter, target, status, started_at_ms, trace_id)
+     VALUES (?, ?, ?, 'running', ?, ?)`,
   );
   const insertFinished = db.prepare(
-    `INSERT INTO runs (run_id, adapter, target, started_at_ms, status, finished_at_ms,
+    `INSERT INTO runs (run_id, adapter, target, started_at_ms, trace_id, status, finished_at_ms,
        first_output_at_ms, input_tokens, output_tokens, error_code, error_message,
        error_retryable, output_summary, exit_code, output, output_truncated)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const complete = db.prepare(
     `UPDATE runs SET status = ?, finished_at_ms = ?, first_output_at_ms = ?, input_tokens = ?,
@@ -269,12 +289,27 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
   };
   const writeRun = ({ start, outcome, written }: QueuedRun) => {
     if (!outcome) {
-      insert.run(start.runId, start.adapter, start.target, start.startedAtMs);
+      insert.run(
+        start.runId,
+        start.adapter,
+        start.target,
+        start.startedAtMs,
+        start.traceId ?? null,
+      );
       return;
     }
     const values = outcomeValues(outcome, capBytes);
     if (written) complete.run(...values, start.runId);
-    else insertFinished.run(start.runId, start.adapter, start.target, start.startedAtMs, ...values);
+    else {
+      insertFinished.run(
+        start.runId,
+        start.adapter,
+        start.target,
+        start.startedAtMs,
+        start.traceId ?? null,
+        ...values,
+      );
+    }
   };
   const schedule = () => {
     unschedule ??= scheduleFlush(scheduledFlush);
@@ -335,7 +370,7 @@ export function openRunStore(path: string, options: RunStoreOptions = {}): RunSt
 }
 
 interface QueuedRun {
-  start: { runId: string; adapter: string; target: string; startedAtMs: number };
+  start: RunStart;
   outcome?: RunOutcome;
   /** The start row is already in the file: the outcome is an UPDATE. */
   written: boolean;

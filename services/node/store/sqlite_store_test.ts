@@ -415,3 +415,49 @@ Deno.test("a history file of schema 1 opens, gains the output columns and keeps 
     db.close();
   }
 });
+
+Deno.test("a run's trace id is recorded and read back; a run without one has none", async () => {
+  await using tmp = await tempDbPath();
+  const store = openRunStore(tmp.path);
+  const traceId = "0af7651916cd43dd8448eb211c80319c";
+  store.startRun({ ...run("traced", 1_000), traceId });
+  store.history(10); // written as running first: the outcome is an UPDATE that keeps it
+  store.completeRun("traced", { status: "completed", finishedAtMs: 1_100, outputSummary: "" });
+  store.startRun({ ...run("quick", 2_000), traceId });
+  store.completeRun("quick", { status: "completed", finishedAtMs: 2_100, outputSummary: "" });
+  store.startRun(run("plain", 3_000));
+  const rows = store.history(10);
+  assert.deepEqual(rows.map((r) => [r.runId, r.traceId]), [
+    ["plain", undefined],
+    ["quick", traceId],
+    ["traced", traceId],
+  ]);
+  assert.ok(!("traceId" in rows[0]!));
+  store.close();
+});
+
+Deno.test("a history file of schema 2 opens, gains the trace_id column and keeps its runs", async () => {
+  await using tmp = await tempDbPath();
+  // A file the previous Node wrote: schema 2, no trace ids.
+  const before = openRunStore(tmp.path);
+  before.startRun(run("old", 1_000));
+  before.completeRun("old", { status: "completed", finishedAtMs: 1_100, outputSummary: "o" });
+  before.close();
+  const old = new DatabaseSync(tmp.path);
+  old.exec("ALTER TABLE runs DROP COLUMN trace_id; PRAGMA user_version = 2;");
+  old.close();
+
+  const store = openRunStore(tmp.path);
+  store.startRun({ ...run("new", 2_000), traceId: "4bf92f3577b34da6a3ce929d0e0e4736" });
+  assert.deepEqual(store.history(10).map((r) => [r.runId, r.traceId, r.outputSummary]), [
+    ["new", "4bf92f3577b34da6a3ce929d0e0e4736", ""],
+    ["old", undefined, "o"],
+  ]);
+  store.close();
+  const db = new DatabaseSync(tmp.path);
+  try {
+    assert.deepEqual({ ...db.prepare("PRAGMA user_version").get() }, { user_version: 3 });
+  } finally {
+    db.close();
+  }
+});

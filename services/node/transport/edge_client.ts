@@ -458,6 +458,7 @@ async function answerCommand(
                 ...(r.error ? { error: r.error } : {}),
                 outputSummary: r.outputSummary,
                 exitCode: r.exitCode ?? 0,
+                traceId: r.traceId ?? "",
               })),
             },
           },
