@@ -81,6 +81,23 @@ export const METER_KEY = "iopMeter";
  * the response (for streams, up to `streamEnded`).
  */
 export function meterRoute(metrics: HttpMetrics | undefined, route: string): MiddlewareHandler {
+  // The route's metric children are resolved once, the model's once per model: `labels()`
+  // hashes its values, which adds up on every request of a hot route.
+  const duration = metrics?.duration.labels(route);
+  const tokensIn = metrics?.tokens.labels(route, "in");
+  const tokensOut = metrics?.tokens.labels(route, "out");
+  const byModel = new Map<string, { firstToken: Observer; outputRate: Observer }>();
+  const modelMeters = (model: string) => {
+    let meters = byModel.get(model);
+    if (!meters && metrics) {
+      meters = {
+        firstToken: metrics.firstToken.labels(route, model),
+        outputRate: metrics.outputRate.labels(model),
+      };
+      byModel.set(model, meters);
+    }
+    return meters;
+  };
   return async function meterRouteMiddleware(c, next) {
     const start = performance.now();
     let sawFirst = false;
@@ -90,7 +107,7 @@ export function meterRoute(metrics: HttpMetrics | undefined, route: string): Mid
     const finish = () => {
       if (ended) return;
       ended = true;
-      metrics?.duration.labels(route).observe((performance.now() - start) / 1000);
+      duration?.observe((performance.now() - start) / 1000);
     };
     const meter: RequestMeter = {
       model: (name) => {
@@ -99,13 +116,13 @@ export function meterRoute(metrics: HttpMetrics | undefined, route: string): Mid
       firstToken: () => {
         if (sawFirst) return;
         sawFirst = true;
-        metrics?.firstToken.labels(route, model).observe((performance.now() - start) / 1000);
+        modelMeters(model)?.firstToken.observe((performance.now() - start) / 1000);
       },
       usage: (input, output) => {
-        metrics?.tokens.labels(route, "in").inc(input);
-        metrics?.tokens.labels(route, "out").inc(output);
+        tokensIn?.inc(input);
+        tokensOut?.inc(output);
         const seconds = (performance.now() - start) / 1000;
-        if (output > 0 && seconds > 0) metrics?.outputRate.labels(model).observe(output / seconds);
+        if (output > 0 && seconds > 0) modelMeters(model)?.outputRate.observe(output / seconds);
       },
       streamEnded: finish,
     };
@@ -115,6 +132,11 @@ export function meterRoute(metrics: HttpMetrics | undefined, route: string): Mid
     metrics?.requests.labels(route, String(c.res.status)).inc();
     if (!streaming) finish();
   };
+}
+
+/** What a histogram child records into. */
+interface Observer {
+  observe(value: number): void;
 }
 
 /** The meter of the current request (a no-op one outside {@linkcode meterRoute}). */

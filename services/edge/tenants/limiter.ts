@@ -66,8 +66,17 @@ class Bucket {
   }
 }
 
+/** One tenant's metric children, resolved once (a `labels()` lookup hashes its values). */
+interface TenantMeters {
+  admitted: { inc(): void };
+  inFlight: { set(value: number): void };
+  input: { inc(value: number): void };
+  output: { inc(value: number): void };
+}
+
 interface TenantState {
   inFlight: number;
+  meters: TenantMeters | undefined;
   requests: Bucket | undefined;
   tokens: Bucket | undefined;
   /** Smoothed run duration, to tell a tenant at its concurrency limit when to come back. */
@@ -108,8 +117,8 @@ export class TenantLimiter {
       (state.requests ??= new Bucket(tenant.requestsPerMinute, now)).take(1);
     }
     state.inFlight++;
-    this.#metrics?.requests.labels(tenant.name, "admitted").inc();
-    this.#metrics?.inFlight.labels(tenant.name).set(state.inFlight);
+    state.meters?.admitted.inc();
+    state.meters?.inFlight.set(state.inFlight);
     const startedAt = now;
     let finished = false;
     return {
@@ -123,7 +132,7 @@ export class TenantLimiter {
         const end = this.#now();
         state.inFlight--;
         state.runMs = state.runMs * 0.8 + (end - startedAt) * 0.2;
-        this.#metrics?.inFlight.labels(tenant.name).set(state.inFlight);
+        state.meters?.inFlight.set(state.inFlight);
         if (!usage) return;
         const spent = usage.inputTokens + usage.outputTokens;
         if (spent > 0 && tenant.tokensPerMinute > 0) {
@@ -133,8 +142,8 @@ export class TenantLimiter {
           );
           state.tokens.take(spent);
         }
-        this.#metrics?.tokens.labels(tenant.name, "input").inc(usage.inputTokens);
-        this.#metrics?.tokens.labels(tenant.name, "output").inc(usage.outputTokens);
+        state.meters?.input.inc(usage.inputTokens);
+        state.meters?.output.inc(usage.outputTokens);
       },
     };
   }
@@ -179,7 +188,20 @@ export class TenantLimiter {
   #stateOf(name: string): TenantState {
     let state = this.#state.get(name);
     if (!state) {
-      state = { inFlight: 0, requests: undefined, tokens: undefined, runMs: FIRST_RUN_ESTIMATE_MS };
+      const m = this.#metrics;
+      const meters = m && {
+        admitted: m.requests.labels(name, "admitted"),
+        inFlight: m.inFlight.labels(name),
+        input: m.tokens.labels(name, "input"),
+        output: m.tokens.labels(name, "output"),
+      };
+      state = {
+        inFlight: 0,
+        meters,
+        requests: undefined,
+        tokens: undefined,
+        runMs: FIRST_RUN_ESTIMATE_MS,
+      };
       this.#state.set(name, state);
     }
     return state;
