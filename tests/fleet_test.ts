@@ -192,6 +192,14 @@ Deno.test({
               FLEET_CP_READ,
             );
             assert.deepEqual(edges.map((e) => e.edgeId).sort(), ["edge-a", "edge-b"]);
+            // An init, not Deno, is PID 1 of a node: it reaps what killed CLI process groups leave.
+            const pid1 = await docker([
+              "exec",
+              fleet.containerId("node-a1"),
+              "cat",
+              "/proc/1/comm",
+            ]);
+            assert.equal(pid1.trim(), "docker-init");
             console.log(`fleet up and attached in ${seconds(started)}`);
           },
         ),

@@ -1,11 +1,11 @@
 /**
- * What the tracing suite needs: an OTLP/HTTP receiver (JSON, `POST /v1/traces`) that keeps
+ * What the tracing suite (and other tests of real `main.ts` processes) needs: an OTLP/HTTP receiver (JSON, `POST /v1/traces`) that keeps
  * every span with its service name, and an Edge plus a Node as real `main.ts` subprocesses in
  * front of a fake OpenAI-compatible backend, on free ports with their own directory.
  * @module
  */
 import { startFakeOpenAI } from "../shared/testing/fake_openai.ts";
-import type { FakeOpenAI } from "../shared/testing/fake_openai.ts";
+import type { FakeOpenAI, FakeOpenAIOptions } from "../shared/testing/fake_openai.ts";
 import { freePort, TextLog, until } from "./util.ts";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -103,6 +103,8 @@ export interface TracedStack extends AsyncDisposable {
   historyPath: string;
   edgeLog: TextLog;
   nodeLog: TextLog;
+  /** The Edge's process (to signal it alone). */
+  edgeProcess: Deno.ChildProcess;
   /** SIGTERM to both (a graceful stop, which flushes their spans); resolves once both exited. */
   stop(): Promise<void>;
 }
@@ -122,9 +124,10 @@ function childEnv(env: Record<string, string>): Record<string, string> {
 export async function startTracedStack(
   edgeEnv: Record<string, string>,
   nodeEnv: Record<string, string>,
+  backendOptions: FakeOpenAIOptions = {},
 ): Promise<TracedStack> {
   const dir = await Deno.makeTempDir({ prefix: "iop_tracing_" });
-  const backend = startFakeOpenAI({ models: ["test-model"] });
+  const backend = startFakeOpenAI({ models: ["test-model"], ...backendOptions });
   const backendHost = new URL(backend.url).host;
   const httpPort = freePort();
   const wirePort = freePort();
@@ -210,6 +213,7 @@ policy: { adapter_kinds: [openai_compat], backend_hosts: ["${backendHost}"] }
     historyPath: `${dir}/history.db`,
     edgeLog,
     nodeLog,
+    edgeProcess: edge.child,
     stop,
     [Symbol.asyncDispose]: dispose,
   };

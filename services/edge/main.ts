@@ -136,14 +136,30 @@ const cpLink = startCpLink({
   wireMetrics: createWireMetrics(registry, "edge", "control_plane"),
 });
 
+/** How long a stopping Edge lets the requests in flight finish (compose gives it 30 s). */
+const DRAIN_MS = 25_000;
+
 let stopping = false;
 const shutdown = async (reason: string) => {
   if (stopping) return;
   stopping = true;
-  logger.info("edge stopping", { reason });
+  logger.info("edge stopping", { reason, runs_in_flight: service.status().runsInFlight });
+  // Stop taking requests first and let those in flight (streams included) finish while the node
+  // wire still carries their runs; only then close the links.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const drained = await Promise.race([
+    http.shutdown().then(() => true),
+    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), DRAIN_MS)),
+  ]);
+  clearTimeout(timer);
+  if (!drained) {
+    logger.warn("edge stopped before its requests finished", {
+      drain_ms: DRAIN_MS,
+      runs_in_flight: service.status().runsInFlight,
+    });
+  }
   await cpLink.stop();
   await wire.close();
-  await http.shutdown();
   a2aTasks.close();
   await shutdownTracing();
   Deno.exit(0);
