@@ -223,7 +223,8 @@ export function fromWireToolCall(c: WireToolCall): ToolCall {
 }
 
 /** Largest value of the wire's `uint32 max_tokens`. */
-const UINT32_MAX = 4_294_967_295;
+/** The largest value a proto `uint32` field carries. */
+export const UINT32_MAX = 4_294_967_295;
 
 /**
  * Refuses sampling values the wire types cannot carry (`uint32 max_tokens`, `int64 seed`,

@@ -100,7 +100,6 @@ Deno.test("a CLI profile with max_concurrency 2 runs two, answers a third 429 wi
   const row = await profileRow(stack.url, "cli/work");
   assert.deepEqual([row?.kind, row?.inFlight, row?.maxConcurrency], ["profile", 2, 2]);
 
-  const started = performance.now();
   const third = await ask(client, "work-cli").then(() => undefined, (err: unknown) => err);
   assert.ok(third instanceof OpenAI.RateLimitError, String(third));
   assert.equal(third.status, 429);
@@ -110,7 +109,6 @@ Deno.test("a CLI profile with max_concurrency 2 runs two, answers a third 429 wi
     "429 Cannot run CLI profile 'work' of adapter 'cli' as it is at its limit on its node: " +
       "node 'n1' runs 2 of max_concurrency 2",
   );
-  assert.ok(performance.now() - started < 2_000, "refused at once, not queued");
   assert.equal(core.inFlight, 2, "the refused run never reached the node");
 
   await openGate(stack.dir);

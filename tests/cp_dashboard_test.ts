@@ -208,8 +208,12 @@ Deno.test("after traffic the dashboard charts each pool, opens a node's detail, 
       await page.locator('.chart[data-metric="requests"] svg path').count() >= 1,
       "the requests chart draws a line",
     );
+    const lastTokens = await page.locator('.chart[data-metric="tokens"]').getAttribute(
+      "data-last",
+    );
     assert.ok(
-      Number(await page.locator('.chart[data-metric="tokens"]').getAttribute("data-last")) >= 0,
+      lastTokens !== null && Number.isFinite(Number(lastTokens)),
+      `data-last ${lastTokens}`,
     );
     await page.locator("#chart-pool").selectOption("each");
     const poolLines = page.locator('.chart[data-metric="requests"] svg path');

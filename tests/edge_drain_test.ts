@@ -23,7 +23,11 @@ Deno.test("SIGTERM on an Edge lets a stream in flight finish, refuses new reques
   assert.equal(res.status, 200);
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let text = "";
-  while (!text.includes('"content"')) text += (await reader.read()).value ?? "";
+  while (!text.includes('"content"')) {
+    const { done, value } = await reader.read();
+    assert.ok(!done, `the stream ended before its first token: ${text}`);
+    text += value;
+  }
 
   stack.edgeProcess.kill("SIGTERM");
   await until("the edge to log its stop", () => stack.edgeLog.text.includes("edge stopping"));

@@ -9,6 +9,7 @@ import { Ollama } from "ollama";
 import OpenAI from "openai";
 import { hashSecret } from "../shared/secrets.ts";
 import { mockNode, startStack, type TestEdge } from "./stack.ts";
+import { until } from "./util.ts";
 
 const KEYS = { alpha: "alpha-key", beta: "beta-key", gamma: "gamma-key", flood: "f", quiet: "q" };
 
@@ -150,7 +151,7 @@ Deno.test("a quiet tenant beside a flooding one on a saturated pool is served at
       flood.chat.completions.create(chat("demo", `f${i}`)).then(() => finished.push(`f${i}`)),
   );
   // Let the flood fill the queue before the quiet tenant arrives.
-  while (stack.service.pools.queueDepth("demo") < 30) await new Promise((r) => setTimeout(r, 5));
+  await until("the flood queued", () => stack.service.pools.queueDepth("demo") >= 30);
   const quiet = openai(stack, KEYS.quiet);
   const latencies: number[] = [];
   for (let i = 0; i < 5; i++) {

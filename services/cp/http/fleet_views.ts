@@ -5,6 +5,7 @@
  * the audit with filters. All need a read token (the app's access guard).
  * @module
  */
+import { fromWireError } from "../../../shared/run_codec.ts";
 import type { Context, Hono } from "hono";
 import { create } from "@bufbuild/protobuf";
 import {
@@ -12,7 +13,7 @@ import {
   NodeQuerySchema,
   RunRecordSummarySchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
-import { IopError, isErrorCode } from "../../../shared/errors.ts";
+import { IopError } from "../../../shared/errors.ts";
 import type { CpConfig } from "../config.ts";
 import type { AuditFilter, AuditLog } from "../ports.ts";
 import type { EdgeRegistry } from "../registry.ts";
@@ -114,10 +115,7 @@ export function registerFleetViews(app: Hono<CpEnv>, deps: FleetViewDeps): void 
 /** The answer, or its error thrown with the edge's code. */
 function answerOf(answer: NodeAnswer): NodeAnswer["answer"] {
   const a = answer.answer;
-  if (a.case === "error") {
-    const code = isErrorCode(a.value.code) ? a.value.code : "INTERNAL";
-    throw new IopError(code, a.value.message, { retryable: a.value.retryable });
-  }
+  if (a.case === "error") throw fromWireError(a.value);
   return a;
 }
 

@@ -376,6 +376,7 @@ export class A2aTaskManager {
 
   /** Forgets up to `count` finished tasks, least recently changed first. */
   #dropOldestFinished(count: number): void {
+    if (count <= 0) return;
     const finished = oldestFinished([...this.#tasks.values()].map((l) => l.task), count);
     if (finished.length === 0) return;
     for (const id of finished) this.#tasks.delete(id);

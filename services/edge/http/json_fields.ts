@@ -3,6 +3,7 @@
  * error naming the offending field (`messages[2].role`), the way OpenAI names it in `param`.
  * @module
  */
+import { UINT32_MAX } from "../../../shared/run_codec.ts";
 import { IopError } from "../../../shared/errors.ts";
 
 /** INVALID_ARGUMENT about one request field; `param` is its path. */
@@ -16,9 +17,6 @@ export class FieldError extends IopError {
     this.param = param;
   }
 }
-
-/** Largest value of the wire's `uint32` fields (`SamplingOptions.max_tokens`). */
-export const UINT32_MAX = 4_294_967_295;
 
 /** Largest value of an `int32` backend setting (Ollama's `top_k`, `num_ctx`). */
 export const INT32_MAX = 2_147_483_647;

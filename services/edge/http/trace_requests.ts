@@ -27,7 +27,7 @@ export function traceRequests(): MiddlewareHandler {
     const incoming = parseTraceparent(c.req.header("traceparent"));
     const state = incoming ? cleanTracestate(c.req.header("tracestate")) : undefined;
     const method = c.req.method;
-    const span = startSpan(`${method}`, {
+    const span = startSpan(method, {
       role: "server",
       parent: incoming ? formatTraceparent(incoming) : undefined,
       state,

@@ -66,10 +66,12 @@ Deno.test("a refused request uses up nothing, and tenants do not share limits", 
   const tenant = tenantWith({ concurrent_runs: 1, requests_per_minute: 2 });
   const held = limiter.admit(tenant);
   refusal(() => limiter.admit(tenant)); // concurrency: must not spend a request
-  held.finish();
-  limiter.admit(tenant).finish(); // the second of two requests per minute still admitted
+  // While "t" is at its limit, another tenant is admitted all the same.
   const other = parseEdgeConfig({ tenants: [{ name: "u", keys: ["k"], concurrent_runs: 1 }] }, "e")
     .tenants[0]!;
   limiter.admit(other);
   assert.equal(limiter.inFlight("u"), 1);
+  assert.equal(limiter.inFlight("t"), 1);
+  held.finish();
+  limiter.admit(tenant).finish(); // the second of two requests per minute still admitted
 });

@@ -167,13 +167,25 @@ function readPatterns(r: ConfigReader, key: string): string[] {
   return patterns;
 }
 
+/** Wildcard patterns compiled once: they come from the config, so the cache stays bounded. */
+const compiled = new Map<string, RegExp>();
+
+function patternRegExp(pattern: string): RegExp {
+  let re = compiled.get(pattern);
+  if (!re) {
+    const parts = pattern.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&"));
+    re = new RegExp(`^${parts.join(".*")}$`);
+    compiled.set(pattern, re);
+  }
+  return re;
+}
+
 /** True when `name` matches one of `patterns` (`*` matches any run of characters). */
 export function matchesPattern(patterns: readonly string[], name: string): boolean {
   return patterns.some((p) => {
     if (p === "*") return true;
     if (!p.includes("*")) return p === name;
-    const parts = p.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&"));
-    return new RegExp(`^${parts.join(".*")}$`).test(name);
+    return patternRegExp(p).test(name);
   });
 }
 

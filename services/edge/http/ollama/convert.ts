@@ -13,7 +13,8 @@ import type {
   Usage,
 } from "../../../../shared/run.ts";
 import type { RequestMeter } from "../http_metrics.ts";
-import { INT32_MAX, type JsonFields, SEED_BOUNDS, UINT32_MAX } from "../json_fields.ts";
+import { UINT32_MAX } from "../../../../shared/run_codec.ts";
+import { INT32_MAX, type JsonFields, SEED_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
 
 /** A parsed Ollama chat or generate request. */

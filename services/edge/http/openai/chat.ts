@@ -14,13 +14,8 @@ import type {
   ToolDefinition,
   Usage,
 } from "../../../../shared/run.ts";
-import {
-  FieldError,
-  type JsonFields,
-  MAX_TOKENS_BOUNDS,
-  SEED_BOUNDS,
-  UINT32_MAX,
-} from "../json_fields.ts";
+import { FieldError, type JsonFields, MAX_TOKENS_BOUNDS, SEED_BOUNDS } from "../json_fields.ts";
+import { UINT32_MAX } from "../../../../shared/run_codec.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { errorOf, type RunAnswer } from "../run_bridge.ts";
 import { openaiError } from "./errors.ts";
