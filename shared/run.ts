@@ -7,10 +7,35 @@
 /** One conversation turn. */
 export interface ChatMessage {
   role: "system" | "developer" | "user" | "assistant" | "tool";
+  /** The text; with `parts`, their text parts joined by newlines (for text-only adapters). */
   content: string;
   toolCallId?: string;
   toolCalls?: ToolCall[];
   name?: string;
+  /** The content in order when it holds more than text (images); absent = text only. */
+  parts?: ContentPart[];
+}
+
+/**
+ * One piece of a message's content: text, or an image as a `data:` URL (base64) or an
+ * http(s) URL, with OpenAI's `detail` when the client gave one.
+ */
+export type ContentPart =
+  | { type: "text"; text: string }
+  | { type: "image"; url: string; detail?: string };
+
+/** The text of `parts` as a text-only adapter reads it: the text parts joined by newlines. */
+export function partsText(parts: readonly ContentPart[]): string {
+  return parts.flatMap((p) => p.type === "text" ? [p.text] : []).join("\n");
+}
+
+/** What an embedding run embeds (OpenAI `/v1/embeddings`, Ollama `/api/embed`). */
+export interface EmbedInput {
+  inputs: string[];
+  /** Vector length asked for (OpenAI's `dimensions`); absent = the model's own. */
+  dimensions?: number;
+  /** Cut an input longer than the context instead of failing; absent = the backend's default. */
+  truncate?: boolean;
 }
 
 /** A function the model may call; `parameters` is a JSON Schema object. */
@@ -109,6 +134,11 @@ export interface RunInput {
   traceParent?: string;
   /** W3C `tracestate` that travels with `traceParent`. */
   traceState?: string;
+  /**
+   * Present: the run embeds these inputs instead of generating text; it answers one
+   * `embedding` event per input, in input order, then `completed` with the input token count.
+   */
+  embed?: EmbedInput;
 }
 
 /**
@@ -128,6 +158,7 @@ export type RunEvent =
     | { type: "tool_call"; call: ToolCall }
     | { type: "log"; stream: string; text: string }
     | { type: "usage"; usage: Usage }
+    | { type: "embedding"; index: number; values: number[] }
     | { type: "completed"; finishReason: FinishReason; usage?: Usage; exitCode: number }
     | { type: "failed"; code: string; message: string; retryable: boolean; exitCode: number }
     | { type: "cancelled"; reason: string }

@@ -12,6 +12,10 @@ import {
 import {
   type ChatMessage as WireChatMessage,
   ChatMessageSchema,
+  type ContentPart as WireContentPart,
+  ContentPartSchema,
+  type EmbedRequest as WireEmbedRequest,
+  EmbedRequestSchema,
   type OutputFormat as WireOutputFormat,
   OutputFormatSchema,
   type RunEvent as WireRunEvent,
@@ -31,6 +35,8 @@ import { IopError, isErrorCode } from "./errors.ts";
 import { cleanTracestate, parseTraceparent } from "./trace_context.ts";
 import type {
   ChatMessage,
+  ContentPart,
+  EmbedInput,
   FinishReason,
   OutputFormat,
   RunEvent,
@@ -71,6 +77,7 @@ export function toRunRequest(runId: string, input: RunInput): RunRequest {
       : {}),
     traceParent: input.traceParent ?? "",
     traceState: input.traceState ?? "",
+    ...(input.embed ? { embed: toWireEmbed(input.embed) } : {}),
   });
 }
 
@@ -98,6 +105,26 @@ export function fromRunRequest(req: RunRequest): RunInput {
     ...toolChoiceField(req.toolChoice),
     ...(req.parallelToolCalls !== undefined ? { parallelToolCalls: req.parallelToolCalls } : {}),
     ...traceFields(req.traceParent, req.traceState),
+    ...(req.embed ? { embed: fromWireEmbed(req.embed) } : {}),
+  };
+}
+
+function toWireEmbed(e: EmbedInput): WireEmbedRequest {
+  return create(EmbedRequestSchema, {
+    inputs: e.inputs,
+    dimensions: e.dimensions ?? 0,
+    ...(e.truncate !== undefined ? { truncate: e.truncate } : {}),
+  });
+}
+
+function fromWireEmbed(e: WireEmbedRequest): EmbedInput {
+  if (e.inputs.length === 0) {
+    throw new IopError("INVALID_ARGUMENT", "Cannot embed as the embed request has no input");
+  }
+  return {
+    inputs: e.inputs,
+    ...(e.dimensions ? { dimensions: e.dimensions } : {}),
+    ...(e.truncate !== undefined ? { truncate: e.truncate } : {}),
   };
 }
 
@@ -198,7 +225,30 @@ function toWireMessage(m: ChatMessage): WireChatMessage {
     toolCallId: m.toolCallId ?? "",
     toolCalls: (m.toolCalls ?? []).map(toWireToolCall),
     name: m.name ?? "",
+    parts: (m.parts ?? []).map(toWirePart),
   });
+}
+
+function toWirePart(p: ContentPart): WireContentPart {
+  return create(ContentPartSchema, {
+    part: p.type === "text"
+      ? { case: "text", value: p.text }
+      : { case: "image", value: { url: p.url, detail: p.detail ?? "" } },
+  });
+}
+
+function fromWirePart(p: WireContentPart): ContentPart {
+  switch (p.part.case) {
+    case "text":
+      return { type: "text", text: p.part.value };
+    case "image": {
+      const { url, detail } = p.part.value;
+      if (!url) throw new IopError("INVALID_ARGUMENT", "Cannot accept an image part without url");
+      return detail ? { type: "image", url, detail } : { type: "image", url };
+    }
+    default:
+      throw new IopError("INVALID_ARGUMENT", "Cannot accept an empty content part");
+  }
 }
 
 function fromWireMessage(m: WireChatMessage): ChatMessage {
@@ -209,6 +259,7 @@ function fromWireMessage(m: WireChatMessage): ChatMessage {
   if (m.toolCallId) out.toolCallId = m.toolCallId;
   if (m.toolCalls.length) out.toolCalls = m.toolCalls.map(fromWireToolCall);
   if (m.name) out.name = m.name;
+  if (m.parts.length) out.parts = m.parts.map(fromWirePart);
   return out;
 }
 
@@ -222,7 +273,6 @@ export function fromWireToolCall(c: WireToolCall): ToolCall {
   return { index: c.index, id: c.id, name: c.name, arguments: c.arguments };
 }
 
-/** Largest value of the wire's `uint32 max_tokens`. */
 /** The largest value a proto `uint32` field carries. */
 export const UINT32_MAX = 4_294_967_295;
 
@@ -361,6 +411,11 @@ export function toWireRunEvent(e: RunEvent): WireRunEvent {
         ...base,
         event: { case: "cancelled", value: { reason: e.reason } },
       });
+    case "embedding":
+      return create(RunEventSchema, {
+        ...base,
+        event: { case: "embedding", value: { index: e.index, values: e.values } },
+      });
   }
 }
 
@@ -409,6 +464,8 @@ export function fromWireRunEvent(w: WireRunEvent): RunEvent | undefined {
     }
     case "cancelled":
       return { ...base, type: "cancelled", reason: ev.value.reason };
+    case "embedding":
+      return { ...base, type: "embedding", index: ev.value.index, values: ev.value.values };
     case undefined:
       return undefined;
   }

@@ -54,6 +54,8 @@ const cliFeatures: KindFeatures = {
   singleToolCall: true,
   toolResultsById: false,
   samplingExtras: {},
+  embeddings: false,
+  images: "none",
 };
 
 const FEATURES: Record<AdapterKindName, KindFeatures> = {

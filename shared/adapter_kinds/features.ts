@@ -10,9 +10,17 @@ import type { KindFeatures } from "./kind.ts";
 
 /** A run field a kind cannot honour, and why. */
 export interface Unhonoured {
-  field: "output_format" | "tool_choice" | "parallel_tool_calls" | "tool_result";
-  /** The message's index, for `tool_result`. */
+  field:
+    | "output_format"
+    | "tool_choice"
+    | "parallel_tool_calls"
+    | "tool_result"
+    | "image"
+    | "embed";
+  /** The message's index, for `tool_result` and `image`. */
   index?: number;
+  /** The part's index within that message, for `image`. */
+  part?: number;
   /** What the kind cannot do, as the end of a sentence ("cannot constrain output to JSON"). */
   reason: string;
 }
@@ -20,11 +28,14 @@ export interface Unhonoured {
 /** The fields of a run that {@linkcode unhonoured} reads. */
 export type RunFeatures = Pick<
   RunInput,
-  "outputFormat" | "toolChoice" | "parallelToolCalls" | "messages"
+  "outputFormat" | "toolChoice" | "parallelToolCalls" | "messages" | "embed"
 >;
 
 /** The first field of `run` a kind with `features` cannot honour; undefined when all hold. */
 export function unhonoured(features: KindFeatures, run: RunFeatures): Unhonoured | undefined {
+  if (run.embed && !features.embeddings) return { field: "embed", reason: "cannot embed" };
+  const image = unhonouredImage(features, run.messages);
+  if (image) return image;
   const format = run.outputFormat;
   if (format && !features.outputFormats.includes(format.type)) {
     return {
@@ -61,6 +72,29 @@ export function unhonoured(features: KindFeatures, run: RunFeatures): Unhonoured
           "assistant tool call matches this one",
       };
     }
+  }
+  return undefined;
+}
+
+/** The first image part of `messages` a kind with `features` cannot carry. */
+function unhonouredImage(
+  features: KindFeatures,
+  messages: RunFeatures["messages"],
+): Unhonoured | undefined {
+  for (const [index, m] of messages.entries()) {
+    const part = m.parts?.findIndex((p) =>
+      p.type === "image" && (features.images === "none" ||
+        (features.images === "data" && !p.url.startsWith("data:")))
+    ) ?? -1;
+    if (part < 0) continue;
+    return {
+      field: "image",
+      index,
+      part,
+      reason: features.images === "none"
+        ? "cannot take images"
+        : "takes images as data: URLs (base64) only, not as links",
+    };
   }
   return undefined;
 }

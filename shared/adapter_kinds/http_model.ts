@@ -63,6 +63,7 @@ const OPENAI_EXTRAS = {
  * it cannot be held to one call. OpenAI-compatible servers and vLLM take `response_format`,
  * `tool_choice` and `parallel_tool_calls` as OpenAI defines them and need tool results by id;
  * vLLM also reads `top_k`, `min_p` and `repetition_penalty` (Ollama's `repeat_penalty`).
+ * All three embed; Ollama takes images as bytes only, the others as `data:` or http(s) URLs.
  */
 export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", KindFeatures> = {
   ollama: {
@@ -77,6 +78,8 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
       repeat_penalty: "repeat_penalty",
       num_ctx: "num_ctx",
     },
+    embeddings: true,
+    images: "data",
   },
   vllm: {
     outputFormats: ["json_object", "json_schema"],
@@ -90,6 +93,8 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
       repeat_penalty: "repetition_penalty",
       repetition_penalty: "repetition_penalty",
     },
+    embeddings: true,
+    images: "any",
   },
   openai_compat: {
     outputFormats: ["json_object", "json_schema"],
@@ -97,6 +102,8 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
     singleToolCall: true,
     toolResultsById: true,
     samplingExtras: OPENAI_EXTRAS,
+    embeddings: true,
+    images: "any",
   },
 };
 

@@ -36,4 +36,11 @@ export interface KindFeatures {
    * to the name its backend reads; any other extra is dropped with a warning, never sent raw.
    */
   readonly samplingExtras: Readonly<Record<string, string>>;
+  /** Whether it runs embedding runs (`RunInput.embed`). */
+  readonly embeddings: boolean;
+  /**
+   * Which images it carries to its backend: none, `data:` URLs only (Ollama takes the bytes,
+   * never a URL; the Node does not fetch one for it), or `data:` and http(s) URLs.
+   */
+  readonly images: "none" | "data" | "any";
 }

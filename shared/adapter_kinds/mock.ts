@@ -45,4 +45,6 @@ export const mockFeatures: KindFeatures = {
   singleToolCall: true,
   toolResultsById: false,
   samplingExtras: {},
+  embeddings: true,
+  images: "any",
 };

@@ -22,6 +22,10 @@ export interface FeatureFields {
   parallel_tool_calls: string;
   /** The field of the tool result at this index of the run's messages. */
   tool_result: (index: number) => string;
+  /** The image at part `part` of message `index` of the run's messages. */
+  image: (index: number, part: number) => string;
+  /** What an embedding request embeds (`input`). */
+  embed: string;
 }
 
 /** The adapter kinds that may serve each model, per config snapshot. */
@@ -66,6 +70,8 @@ export function checkFeatures(
     if (!gap) continue;
     const param = gap.field === "tool_result"
       ? fields.tool_result(gap.index ?? 0)
+      : gap.field === "image"
+      ? fields.image(gap.index ?? 0, gap.part ?? 0)
       : fields[gap.field];
     throw new FieldError(
       param,

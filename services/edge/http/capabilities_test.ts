@@ -36,6 +36,8 @@ const FIELDS: FeatureFields = {
   tool_choice: "tool_choice",
   parallel_tool_calls: "parallel_tool_calls",
   tool_result: (i) => `messages[${i}].tool_call_id`,
+  image: (i, j) => `messages[${i}].content[${j}]`,
+  embed: "input",
 };
 
 const model = (name: string) => resolveModel(config, name);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file iop/v1/node.proto.
  */
 export const file_iop_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIsEECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAEjEKDWNvbmZpZ191cGRhdGUYFCABKAsyGC5pb3AudjEuTm9kZUNvbmZpZ1VwZGF0ZUgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQilgEKEFJlZ2lzdGVyUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDgoGcmVhc29uGAIgASgJEikKBmNvbmZpZxgDIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZBIdChVhY2NlcHRzX2V2ZW50X2JhdGNoZXMYBCABKAgSFgoOY29uZmlnX3ZlcnNpb24YBSABKAQiTgoQTm9kZUNvbmZpZ1VwZGF0ZRIPCgd2ZXJzaW9uGAEgASgEEikKBmNvbmZpZxgCIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZCLBAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA1KBAgGEAdSE21heF9jb25jdXJyZW50X3J1bnMiZQoNQWRhcHRlckNvbmZpZxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIVCg1zZXR0aW5nc19qc29uGAQgASgJSgQIChALSgQICxAMSgQIDBANImsKDlByb3ZpZGVyQ29uZmlnEgoKAmlkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEhcKD21heF9jb25jdXJyZW5jeRgEIAEoDRITCgttb2RlbF9ncm91cBgFIAEoCSI3CglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxIWCg5ydW5zX2luX2ZsaWdodBgCIAEoDSKkBAoKUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSJQoIbWVzc2FnZXMYBCADKAsyEy5pb3AudjEuQ2hhdE1lc3NhZ2USDgoGcHJvbXB0GAUgASgJEikKCHNhbXBsaW5nGAYgASgLMhcuaW9wLnYxLlNhbXBsaW5nT3B0aW9ucxIlCgV0b29scxgHIAMoCzIWLmlvcC52MS5Ub29sRGVmaW5pdGlvbhISCgpzZXNzaW9uX2lkGAggASgJEjIKCG1ldGFkYXRhGAkgAygLMiAuaW9wLnYxLlJ1blJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgp0aW1lb3V0X21zGAogASgNEhQKDHdob2xlX2Fuc3dlchgLIAEoCBIrCg1vdXRwdXRfZm9ybWF0GAwgASgLMhQuaW9wLnYxLk91dHB1dEZvcm1hdBInCgt0b29sX2Nob2ljZRgNIAEoCzISLmlvcC52MS5Ub29sQ2hvaWNlEiAKE3BhcmFsbGVsX3Rvb2xfY2FsbHMYDiABKAhIAIgBARIUCgx0cmFjZV9wYXJlbnQYDyABKAkSEwoLdHJhY2Vfc3RhdGUYECABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhYKFF9wYXJhbGxlbF90b29sX2NhbGxzInoKDE91dHB1dEZvcm1hdBIvCgtqc29uX29iamVjdBgBIAEoCzIYLmlvcC52MS5Kc29uT2JqZWN0Rm9ybWF0SAASLwoLanNvbl9zY2hlbWEYAiABKAsyGC5pb3AudjEuSnNvblNjaGVtYUZvcm1hdEgAQggKBmZvcm1hdCISChBKc29uT2JqZWN0Rm9ybWF0ImoKEEpzb25TY2hlbWFGb3JtYXQSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRITCgtzY2hlbWFfanNvbhgDIAEoCRITCgZzdHJpY3QYBCABKAhIAIgBAUIJCgdfc3RyaWN0IlcKClRvb2xDaG9pY2USJgoEbW9kZRgBIAEoDjIWLmlvcC52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UidgoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRIkCgp0b29sX2NhbGxzGAQgAygLMhAuaW9wLnYxLlRvb2xDYWxsEgwKBG5hbWUYBSABKAkiTAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkiRgoIVG9vbENhbGwSDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkivwEKD1NhbXBsaW5nT3B0aW9ucxIYCgt0ZW1wZXJhdHVyZRgBIAEoAUgAiAEBEhIKBXRvcF9wGAIgASgBSAGIAQESFwoKbWF4X3Rva2VucxgDIAEoDUgCiAEBEgwKBHN0b3AYBCADKAkSEQoEc2VlZBgFIAEoA0gDiAEBEhIKCmV4dHJhX2pzb24YBiABKAlCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEINCgtfbWF4X3Rva2Vuc0IHCgVfc2VlZCIvCg1DYW5jZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki+wIKCFJ1bkV2ZW50Eg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAQSFAoMdGltZXN0YW1wX21zGAMgASgDEiUKB3N0YXJ0ZWQYCiABKAsyEi5pb3AudjEuUnVuU3RhcnRlZEgAEiUKBm91dHB1dBgLIAEoCzITLmlvcC52MS5PdXRwdXREZWx0YUgAEioKCXRvb2xfY2FsbBgMIAEoCzIVLmlvcC52MS5Ub29sQ2FsbERlbHRhSAASHgoDbG9nGA0gASgLMg8uaW9wLnYxLkxvZ0xpbmVIABIeCgV1c2FnZRgOIAEoCzINLmlvcC52MS5Vc2FnZUgAEikKCWNvbXBsZXRlZBgPIAEoCzIULmlvcC52MS5SdW5Db21wbGV0ZWRIABIjCgZmYWlsZWQYECABKAsyES5pb3AudjEuUnVuRmFpbGVkSAASKQoJY2FuY2VsbGVkGBEgASgLMhQuaW9wLnYxLlJ1bkNhbmNlbGxlZEgAQgcKBWV2ZW50IjEKDVJ1bkV2ZW50QmF0Y2gSIAoGZXZlbnRzGAEgAygLMhAuaW9wLnYxLlJ1bkV2ZW50Ij4KClJ1blN0YXJ0ZWQSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCSIbCgtPdXRwdXREZWx0YRIMCgR0ZXh0GAEgASgJIi8KDVRvb2xDYWxsRGVsdGESHgoEY2FsbBgBIAEoCzIQLmlvcC52MS5Ub29sQ2FsbCInCgdMb2dMaW5lEg4KBnN0cmVhbRgBIAEoCRIMCgR0ZXh0GAIgASgJIlYKDFJ1bkNvbXBsZXRlZBIVCg1maW5pc2hfcmVhc29uGAEgASgJEhwKBXVzYWdlGAIgASgLMg0uaW9wLnYxLlVzYWdlEhEKCWV4aXRfY29kZRgDIAEoBSI8CglSdW5GYWlsZWQSHAoFZXJyb3IYASABKAsyDS5pb3AudjEuRXJyb3ISEQoJZXhpdF9jb2RlGAIgASgFIh4KDFJ1bkNhbmNlbGxlZBIOCgZyZWFzb24YASABKAkiqQEKEk5vZGVDb21tYW5kUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhQuaW9wLnYxLkhpc3RvcnlRdWVyeUgAEjEKDGNhcGFiaWxpdGllcxgCIAEoCzIZLmlvcC52MS5DYXBhYmlsaXRpZXNRdWVyeUgAEiwKCnJ1bl9vdXRwdXQYAyABKAsyFi5pb3AudjEuUnVuT3V0cHV0UXVlcnlIAEIJCgdjb21tYW5kIh0KDEhpc3RvcnlRdWVyeRINCgVsaW1pdBgBIAEoDSITChFDYXBhYmlsaXRpZXNRdWVyeSIgCg5SdW5PdXRwdXRRdWVyeRIOCgZydW5faWQYASABKAkizAEKE05vZGVDb21tYW5kUmVzcG9uc2USKAoHaGlzdG9yeRgBIAEoCzIVLmlvcC52MS5IaXN0b3J5UmVzdWx0SAASMgoMY2FwYWJpbGl0aWVzGAIgASgLMhouaW9wLnYxLkNhcGFiaWxpdGllc1Jlc3VsdEgAEh4KBWVycm9yGAMgASgLMg0uaW9wLnYxLkVycm9ySAASLQoKcnVuX291dHB1dBgEIAEoCzIXLmlvcC52MS5SdW5PdXRwdXRSZXN1bHRIAEIICgZyZXN1bHQiUwoPUnVuT3V0cHV0UmVzdWx0Eg4KBnJ1bl9pZBgBIAEoCRINCgVmb3VuZBgCIAEoCBIOCgZvdXRwdXQYAyABKAkSEQoJdHJ1bmNhdGVkGAQgASgIIjAKDUhpc3RvcnlSZXN1bHQSHwoEcnVucxgBIAMoCzIRLmlvcC52MS5SdW5SZWNvcmQikAIKCVJ1blJlY29yZBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBSABKAMSGgoSZmlyc3Rfb3V0cHV0X2F0X21zGAYgASgDEhYKDmZpbmlzaGVkX2F0X21zGAcgASgDEhwKBXVzYWdlGAggASgLMg0uaW9wLnYxLlVzYWdlEhwKBWVycm9yGAkgASgLMg0uaW9wLnYxLkVycm9yEhYKDm91dHB1dF9zdW1tYXJ5GAogASgJEhEKCWV4aXRfY29kZRgLIAEoBRIQCgh0cmFjZV9pZBgMIAEoCSJDChJDYXBhYmlsaXRpZXNSZXN1bHQSLQoIYWRhcHRlcnMYASADKAsyGy5pb3AudjEuQWRhcHRlckNhcGFiaWxpdGllcyKXAQoTQWRhcHRlckNhcGFiaWxpdGllcxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHaGVhbHRoeRgDIAEoCBIOCgZkZXRhaWwYBCABKAkSDwoHdGFyZ2V0cxgFIAMoCRIRCglzdHJlYW1pbmcYBiABKAgSDQoFdG9vbHMYByABKAgSEAoIc2Vzc2lvbnMYCCABKAgigQIKDUVkZ2VOb2RlRXZlbnQSDwoHbm9kZV9pZBgBIAEoCRIUCgx0aW1lc3RhbXBfbXMYAiABKAMSLAoKcmVnaXN0ZXJlZBgKIAEoCzIWLmlvcC52MS5Ob2RlUmVnaXN0ZXJlZEgAEjAKDGRpc2Nvbm5lY3RlZBgLIAEoCzIYLmlvcC52MS5Ob2RlRGlzY29ubmVjdGVkSAASLwoOY29uZmlnX2FwcGxpZWQYDCABKAsyFS5pb3AudjEuQ29uZmlnQXBwbGllZEgAEi8KDmFkYXB0ZXJfaGVhbHRoGA0gASgLMhUuaW9wLnYxLkFkYXB0ZXJIZWFsdGhIAEIHCgVldmVudCIwCg5Ob2RlUmVnaXN0ZXJlZBINCgVhbGlhcxgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIiIKEE5vZGVEaXNjb25uZWN0ZWQSDgoGcmVhc29uGAEgASgJIpoBCg1Db25maWdBcHBsaWVkEhAKCGFkYXB0ZXJzGAEgAygJEjUKCHJlamVjdGVkGAIgAygLMiMuaW9wLnYxLkNvbmZpZ0FwcGxpZWQuUmVqZWN0ZWRFbnRyeRIPCgd2ZXJzaW9uGAMgASgEGi8KDVJlamVjdGVkRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBCg1BZGFwdGVySGVhbHRoEg8KB2FkYXB0ZXIYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAkqhwEKDlRvb2xDaG9pY2VNb2RlEiAKHFRPT0xfQ0hPSUNFX01PREVfVU5TUEVDSUZJRUQQABIZChVUT09MX0NIT0lDRV9NT0RFX0FVVE8QARIZChVUT09MX0NIT0lDRV9NT0RFX05PTkUQAhIdChlUT09MX0NIT0lDRV9NT0RFX1JFUVVJUkVEEANiBnByb3RvMw", [file_iop_v1_common]);
+  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIsEECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAEjEKDWNvbmZpZ191cGRhdGUYFCABKAsyGC5pb3AudjEuTm9kZUNvbmZpZ1VwZGF0ZUgAQgUKA21zZyJ9Cg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBCABKA0SHwoEaG9zdBgFIAEoCzIRLmlvcC52MS5Ib3N0RmFjdHMiWwoJSG9zdEZhY3RzEhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEgwKBGFyY2gYAyABKAkSDAoEY3B1cxgEIAEoDRIUCgxtZW1vcnlfYnl0ZXMYBSABKAQilgEKEFJlZ2lzdGVyUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDgoGcmVhc29uGAIgASgJEikKBmNvbmZpZxgDIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZBIdChVhY2NlcHRzX2V2ZW50X2JhdGNoZXMYBCABKAgSFgoOY29uZmlnX3ZlcnNpb24YBSABKAQiTgoQTm9kZUNvbmZpZ1VwZGF0ZRIPCgd2ZXJzaW9uGAEgASgEEikKBmNvbmZpZxgCIAEoCzIZLmlvcC52MS5Ob2RlQ29uZmlnUGF5bG9hZCLBAQoRTm9kZUNvbmZpZ1BheWxvYWQSDwoHbm9kZV9pZBgBIAEoCRINCgVhbGlhcxgCIAEoCRInCghhZGFwdGVycxgDIAMoCzIVLmlvcC52MS5BZGFwdGVyQ29uZmlnEikKCXByb3ZpZGVycxgEIAMoCzIWLmlvcC52MS5Qcm92aWRlckNvbmZpZxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA1KBAgGEAdSE21heF9jb25jdXJyZW50X3J1bnMiZQoNQWRhcHRlckNvbmZpZxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIVCg1zZXR0aW5nc19qc29uGAQgASgJSgQIChALSgQICxAMSgQIDBANImsKDlByb3ZpZGVyQ29uZmlnEgoKAmlkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEhcKD21heF9jb25jdXJyZW5jeRgEIAEoDRITCgttb2RlbF9ncm91cBgFIAEoCSI3CglIZWFydGJlYXQSEgoKc2VudF9hdF9tcxgBIAEoAxIWCg5ydW5zX2luX2ZsaWdodBgCIAEoDSLJBAoKUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSJQoIbWVzc2FnZXMYBCADKAsyEy5pb3AudjEuQ2hhdE1lc3NhZ2USDgoGcHJvbXB0GAUgASgJEikKCHNhbXBsaW5nGAYgASgLMhcuaW9wLnYxLlNhbXBsaW5nT3B0aW9ucxIlCgV0b29scxgHIAMoCzIWLmlvcC52MS5Ub29sRGVmaW5pdGlvbhISCgpzZXNzaW9uX2lkGAggASgJEjIKCG1ldGFkYXRhGAkgAygLMiAuaW9wLnYxLlJ1blJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgp0aW1lb3V0X21zGAogASgNEhQKDHdob2xlX2Fuc3dlchgLIAEoCBIrCg1vdXRwdXRfZm9ybWF0GAwgASgLMhQuaW9wLnYxLk91dHB1dEZvcm1hdBInCgt0b29sX2Nob2ljZRgNIAEoCzISLmlvcC52MS5Ub29sQ2hvaWNlEiAKE3BhcmFsbGVsX3Rvb2xfY2FsbHMYDiABKAhIAIgBARIUCgx0cmFjZV9wYXJlbnQYDyABKAkSEwoLdHJhY2Vfc3RhdGUYECABKAkSIwoFZW1iZWQYESABKAsyFC5pb3AudjEuRW1iZWRSZXF1ZXN0Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIWChRfcGFyYWxsZWxfdG9vbF9jYWxscyJWCgxFbWJlZFJlcXVlc3QSDgoGaW5wdXRzGAEgAygJEhIKCmRpbWVuc2lvbnMYAiABKA0SFQoIdHJ1bmNhdGUYAyABKAhIAIgBAUILCglfdHJ1bmNhdGUiegoMT3V0cHV0Rm9ybWF0Ei8KC2pzb25fb2JqZWN0GAEgASgLMhguaW9wLnYxLkpzb25PYmplY3RGb3JtYXRIABIvCgtqc29uX3NjaGVtYRgCIAEoCzIYLmlvcC52MS5Kc29uU2NoZW1hRm9ybWF0SABCCAoGZm9ybWF0IhIKEEpzb25PYmplY3RGb3JtYXQiagoQSnNvblNjaGVtYUZvcm1hdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhMKC3NjaGVtYV9qc29uGAMgASgJEhMKBnN0cmljdBgEIAEoCEgAiAEBQgkKB19zdHJpY3QiVwoKVG9vbENob2ljZRImCgRtb2RlGAEgASgOMhYuaW9wLnYxLlRvb2xDaG9pY2VNb2RlSAASFwoNZnVuY3Rpb25fbmFtZRgCIAEoCUgAQggKBmNob2ljZSKaAQoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRIkCgp0b29sX2NhbGxzGAQgAygLMhAuaW9wLnYxLlRvb2xDYWxsEgwKBG5hbWUYBSABKAkSIgoFcGFydHMYBiADKAsyEy5pb3AudjEuQ29udGVudFBhcnQiSQoLQ29udGVudFBhcnQSDgoEdGV4dBgBIAEoCUgAEiIKBWltYWdlGAIgASgLMhEuaW9wLnYxLkltYWdlUGFydEgAQgYKBHBhcnQiKAoJSW1hZ2VQYXJ0EgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiTAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkiRgoIVG9vbENhbGwSDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkivwEKD1NhbXBsaW5nT3B0aW9ucxIYCgt0ZW1wZXJhdHVyZRgBIAEoAUgAiAEBEhIKBXRvcF9wGAIgASgBSAGIAQESFwoKbWF4X3Rva2VucxgDIAEoDUgCiAEBEgwKBHN0b3AYBCADKAkSEQoEc2VlZBgFIAEoA0gDiAEBEhIKCmV4dHJhX2pzb24YBiABKAlCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEINCgtfbWF4X3Rva2Vuc0IHCgVfc2VlZCIvCg1DYW5jZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiowMKCFJ1bkV2ZW50Eg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAQSFAoMdGltZXN0YW1wX21zGAMgASgDEiUKB3N0YXJ0ZWQYCiABKAsyEi5pb3AudjEuUnVuU3RhcnRlZEgAEiUKBm91dHB1dBgLIAEoCzITLmlvcC52MS5PdXRwdXREZWx0YUgAEioKCXRvb2xfY2FsbBgMIAEoCzIVLmlvcC52MS5Ub29sQ2FsbERlbHRhSAASHgoDbG9nGA0gASgLMg8uaW9wLnYxLkxvZ0xpbmVIABIeCgV1c2FnZRgOIAEoCzINLmlvcC52MS5Vc2FnZUgAEikKCWNvbXBsZXRlZBgPIAEoCzIULmlvcC52MS5SdW5Db21wbGV0ZWRIABIjCgZmYWlsZWQYECABKAsyES5pb3AudjEuUnVuRmFpbGVkSAASKQoJY2FuY2VsbGVkGBEgASgLMhQuaW9wLnYxLlJ1bkNhbmNlbGxlZEgAEiYKCWVtYmVkZGluZxgSIAEoCzIRLmlvcC52MS5FbWJlZGRpbmdIAEIHCgVldmVudCIxCg1SdW5FdmVudEJhdGNoEiAKBmV2ZW50cxgBIAMoCzIQLmlvcC52MS5SdW5FdmVudCI+CgpSdW5TdGFydGVkEg8KB25vZGVfaWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkiGwoLT3V0cHV0RGVsdGESDAoEdGV4dBgBIAEoCSIvCg1Ub29sQ2FsbERlbHRhEh4KBGNhbGwYASABKAsyEC5pb3AudjEuVG9vbENhbGwiJwoHTG9nTGluZRIOCgZzdHJlYW0YASABKAkSDAoEdGV4dBgCIAEoCSJWCgxSdW5Db21wbGV0ZWQSFQoNZmluaXNoX3JlYXNvbhgBIAEoCRIcCgV1c2FnZRgCIAEoCzINLmlvcC52MS5Vc2FnZRIRCglleGl0X2NvZGUYAyABKAUiPAoJUnVuRmFpbGVkEhwKBWVycm9yGAEgASgLMg0uaW9wLnYxLkVycm9yEhEKCWV4aXRfY29kZRgCIAEoBSIqCglFbWJlZGRpbmcSDQoFaW5kZXgYASABKA0SDgoGdmFsdWVzGAIgAygCIh4KDFJ1bkNhbmNlbGxlZBIOCgZyZWFzb24YASABKAkiqQEKEk5vZGVDb21tYW5kUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhQuaW9wLnYxLkhpc3RvcnlRdWVyeUgAEjEKDGNhcGFiaWxpdGllcxgCIAEoCzIZLmlvcC52MS5DYXBhYmlsaXRpZXNRdWVyeUgAEiwKCnJ1bl9vdXRwdXQYAyABKAsyFi5pb3AudjEuUnVuT3V0cHV0UXVlcnlIAEIJCgdjb21tYW5kIh0KDEhpc3RvcnlRdWVyeRINCgVsaW1pdBgBIAEoDSITChFDYXBhYmlsaXRpZXNRdWVyeSIgCg5SdW5PdXRwdXRRdWVyeRIOCgZydW5faWQYASABKAkizAEKE05vZGVDb21tYW5kUmVzcG9uc2USKAoHaGlzdG9yeRgBIAEoCzIVLmlvcC52MS5IaXN0b3J5UmVzdWx0SAASMgoMY2FwYWJpbGl0aWVzGAIgASgLMhouaW9wLnYxLkNhcGFiaWxpdGllc1Jlc3VsdEgAEh4KBWVycm9yGAMgASgLMg0uaW9wLnYxLkVycm9ySAASLQoKcnVuX291dHB1dBgEIAEoCzIXLmlvcC52MS5SdW5PdXRwdXRSZXN1bHRIAEIICgZyZXN1bHQiUwoPUnVuT3V0cHV0UmVzdWx0Eg4KBnJ1bl9pZBgBIAEoCRINCgVmb3VuZBgCIAEoCBIOCgZvdXRwdXQYAyABKAkSEQoJdHJ1bmNhdGVkGAQgASgIIjAKDUhpc3RvcnlSZXN1bHQSHwoEcnVucxgBIAMoCzIRLmlvcC52MS5SdW5SZWNvcmQikAIKCVJ1blJlY29yZBIOCgZydW5faWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhUKDXN0YXJ0ZWRfYXRfbXMYBSABKAMSGgoSZmlyc3Rfb3V0cHV0X2F0X21zGAYgASgDEhYKDmZpbmlzaGVkX2F0X21zGAcgASgDEhwKBXVzYWdlGAggASgLMg0uaW9wLnYxLlVzYWdlEhwKBWVycm9yGAkgASgLMg0uaW9wLnYxLkVycm9yEhYKDm91dHB1dF9zdW1tYXJ5GAogASgJEhEKCWV4aXRfY29kZRgLIAEoBRIQCgh0cmFjZV9pZBgMIAEoCSJDChJDYXBhYmlsaXRpZXNSZXN1bHQSLQoIYWRhcHRlcnMYASADKAsyGy5pb3AudjEuQWRhcHRlckNhcGFiaWxpdGllcyKXAQoTQWRhcHRlckNhcGFiaWxpdGllcxIMCgRuYW1lGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHaGVhbHRoeRgDIAEoCBIOCgZkZXRhaWwYBCABKAkSDwoHdGFyZ2V0cxgFIAMoCRIRCglzdHJlYW1pbmcYBiABKAgSDQoFdG9vbHMYByABKAgSEAoIc2Vzc2lvbnMYCCABKAgigQIKDUVkZ2VOb2RlRXZlbnQSDwoHbm9kZV9pZBgBIAEoCRIUCgx0aW1lc3RhbXBfbXMYAiABKAMSLAoKcmVnaXN0ZXJlZBgKIAEoCzIWLmlvcC52MS5Ob2RlUmVnaXN0ZXJlZEgAEjAKDGRpc2Nvbm5lY3RlZBgLIAEoCzIYLmlvcC52MS5Ob2RlRGlzY29ubmVjdGVkSAASLwoOY29uZmlnX2FwcGxpZWQYDCABKAsyFS5pb3AudjEuQ29uZmlnQXBwbGllZEgAEi8KDmFkYXB0ZXJfaGVhbHRoGA0gASgLMhUuaW9wLnYxLkFkYXB0ZXJIZWFsdGhIAEIHCgVldmVudCIwCg5Ob2RlUmVnaXN0ZXJlZBINCgVhbGlhcxgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIiIKEE5vZGVEaXNjb25uZWN0ZWQSDgoGcmVhc29uGAEgASgJIpoBCg1Db25maWdBcHBsaWVkEhAKCGFkYXB0ZXJzGAEgAygJEjUKCHJlamVjdGVkGAIgAygLMiMuaW9wLnYxLkNvbmZpZ0FwcGxpZWQuUmVqZWN0ZWRFbnRyeRIPCgd2ZXJzaW9uGAMgASgEGi8KDVJlamVjdGVkRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBCg1BZGFwdGVySGVhbHRoEg8KB2FkYXB0ZXIYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAkqhwEKDlRvb2xDaG9pY2VNb2RlEiAKHFRPT0xfQ0hPSUNFX01PREVfVU5TUEVDSUZJRUQQABIZChVUT09MX0NIT0lDRV9NT0RFX0FVVE8QARIZChVUT09MX0NIT0lDRV9NT0RFX05PTkUQAhIdChlUT09MX0NIT0lDRV9NT0RFX1JFUVVJUkVEEANiBnByb3RvMw", [file_iop_v1_common]);
 
 /**
  * NodeEnvelope is the only message sent on the Edge↔Node link.
@@ -506,6 +506,15 @@ export type RunRequest = Message<"iop.v1.RunRequest"> & {
    * @generated from field: string trace_state = 16;
    */
   traceState: string;
+
+  /**
+   * Present: the run embeds these inputs instead of generating text (OpenAI /v1/embeddings,
+   * Ollama /api/embed); its answer is one `embedding` event per input, in input order, then
+   * `completed` with the input token count.
+   *
+   * @generated from field: iop.v1.EmbedRequest embed = 17;
+   */
+  embed?: EmbedRequest | undefined;
 };
 
 /**
@@ -514,6 +523,40 @@ export type RunRequest = Message<"iop.v1.RunRequest"> & {
  */
 export const RunRequestSchema: GenMessage<RunRequest> = /*@__PURE__*/
   messageDesc(file_iop_v1_node, 9);
+
+/**
+ * What an embedding run embeds.
+ *
+ * @generated from message iop.v1.EmbedRequest
+ */
+export type EmbedRequest = Message<"iop.v1.EmbedRequest"> & {
+  /**
+   * @generated from field: repeated string inputs = 1;
+   */
+  inputs: string[];
+
+  /**
+   * Vector length asked for (OpenAI's `dimensions`); 0 = the model's own.
+   *
+   * @generated from field: uint32 dimensions = 2;
+   */
+  dimensions: number;
+
+  /**
+   * Cut an input longer than the model's context instead of failing; absent = the backend's
+   * default.
+   *
+   * @generated from field: optional bool truncate = 3;
+   */
+  truncate?: boolean | undefined;
+};
+
+/**
+ * Describes the message iop.v1.EmbedRequest.
+ * Use `create(EmbedRequestSchema)` to create a new message.
+ */
+export const EmbedRequestSchema: GenMessage<EmbedRequest> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 10);
 
 /**
  * A constraint on the answer's text: any JSON object, or JSON matching a schema.
@@ -544,7 +587,7 @@ export type OutputFormat = Message<"iop.v1.OutputFormat"> & {
  * Use `create(OutputFormatSchema)` to create a new message.
  */
 export const OutputFormatSchema: GenMessage<OutputFormat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 10);
+  messageDesc(file_iop_v1_node, 11);
 
 /**
  * The answer is one JSON object (OpenAI's json_object, Ollama's format "json").
@@ -559,7 +602,7 @@ export type JsonObjectFormat = Message<"iop.v1.JsonObjectFormat"> & {
  * Use `create(JsonObjectFormatSchema)` to create a new message.
  */
 export const JsonObjectFormatSchema: GenMessage<JsonObjectFormat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 11);
+  messageDesc(file_iop_v1_node, 12);
 
 /**
  * The answer is JSON matching a schema (OpenAI's json_schema, Ollama's format {schema}).
@@ -597,7 +640,7 @@ export type JsonSchemaFormat = Message<"iop.v1.JsonSchemaFormat"> & {
  * Use `create(JsonSchemaFormatSchema)` to create a new message.
  */
 export const JsonSchemaFormatSchema: GenMessage<JsonSchemaFormat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 12);
+  messageDesc(file_iop_v1_node, 13);
 
 /**
  * Which tools the model may or must call.
@@ -630,7 +673,7 @@ export type ToolChoice = Message<"iop.v1.ToolChoice"> & {
  * Use `create(ToolChoiceSchema)` to create a new message.
  */
 export const ToolChoiceSchema: GenMessage<ToolChoice> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 13);
+  messageDesc(file_iop_v1_node, 14);
 
 /**
  * ChatMessage is one conversation turn.
@@ -664,6 +707,14 @@ export type ChatMessage = Message<"iop.v1.ChatMessage"> & {
    * @generated from field: string name = 5;
    */
   name: string;
+
+  /**
+   * The content in order when it holds more than text (images); `content` then holds the
+   * text parts joined by newlines, for adapters that read text only. Empty: text only.
+   *
+   * @generated from field: repeated iop.v1.ContentPart parts = 6;
+   */
+  parts: ContentPart[];
 };
 
 /**
@@ -671,7 +722,66 @@ export type ChatMessage = Message<"iop.v1.ChatMessage"> & {
  * Use `create(ChatMessageSchema)` to create a new message.
  */
 export const ChatMessageSchema: GenMessage<ChatMessage> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 14);
+  messageDesc(file_iop_v1_node, 15);
+
+/**
+ * One piece of a message's content.
+ *
+ * @generated from message iop.v1.ContentPart
+ */
+export type ContentPart = Message<"iop.v1.ContentPart"> & {
+  /**
+   * @generated from oneof iop.v1.ContentPart.part
+   */
+  part: {
+    /**
+     * @generated from field: string text = 1;
+     */
+    value: string;
+    case: "text";
+  } | {
+    /**
+     * @generated from field: iop.v1.ImagePart image = 2;
+     */
+    value: ImagePart;
+    case: "image";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message iop.v1.ContentPart.
+ * Use `create(ContentPartSchema)` to create a new message.
+ */
+export const ContentPartSchema: GenMessage<ContentPart> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 16);
+
+/**
+ * An image given to a model that sees.
+ *
+ * @generated from message iop.v1.ImagePart
+ */
+export type ImagePart = Message<"iop.v1.ImagePart"> & {
+  /**
+   * A `data:` URL (base64) or an http(s) URL.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * OpenAI's `detail` (auto, low, high); empty = the backend's default.
+   *
+   * @generated from field: string detail = 2;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message iop.v1.ImagePart.
+ * Use `create(ImagePartSchema)` to create a new message.
+ */
+export const ImagePartSchema: GenMessage<ImagePart> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 17);
 
 /**
  * ToolDefinition describes a function the model may call.
@@ -702,7 +812,7 @@ export type ToolDefinition = Message<"iop.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 15);
+  messageDesc(file_iop_v1_node, 18);
 
 /**
  * ToolCall is a model's request to call a function.
@@ -738,7 +848,7 @@ export type ToolCall = Message<"iop.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 16);
+  messageDesc(file_iop_v1_node, 19);
 
 /**
  * SamplingOptions are generation parameters; unset fields take the backend's default.
@@ -784,7 +894,7 @@ export type SamplingOptions = Message<"iop.v1.SamplingOptions"> & {
  * Use `create(SamplingOptionsSchema)` to create a new message.
  */
 export const SamplingOptionsSchema: GenMessage<SamplingOptions> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 17);
+  messageDesc(file_iop_v1_node, 20);
 
 /**
  * CancelRequest aborts a run; the run ends with a `cancelled` event.
@@ -808,7 +918,7 @@ export type CancelRequest = Message<"iop.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 18);
+  messageDesc(file_iop_v1_node, 21);
 
 /**
  * RunEvent is one step of a run's life, in `seq` order.
@@ -882,6 +992,12 @@ export type RunEvent = Message<"iop.v1.RunEvent"> & {
      */
     value: RunCancelled;
     case: "cancelled";
+  } | {
+    /**
+     * @generated from field: iop.v1.Embedding embedding = 18;
+     */
+    value: Embedding;
+    case: "embedding";
   } | { case: undefined; value?: undefined };
 };
 
@@ -890,7 +1006,7 @@ export type RunEvent = Message<"iop.v1.RunEvent"> & {
  * Use `create(RunEventSchema)` to create a new message.
  */
 export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 19);
+  messageDesc(file_iop_v1_node, 22);
 
 /**
  * RunEventBatch carries run events produced together (e.g. the deltas of one backend read), in
@@ -910,7 +1026,7 @@ export type RunEventBatch = Message<"iop.v1.RunEventBatch"> & {
  * Use `create(RunEventBatchSchema)` to create a new message.
  */
 export const RunEventBatchSchema: GenMessage<RunEventBatch> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 20);
+  messageDesc(file_iop_v1_node, 23);
 
 /**
  * RunStarted opens a run's event stream.
@@ -939,7 +1055,7 @@ export type RunStarted = Message<"iop.v1.RunStarted"> & {
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 21);
+  messageDesc(file_iop_v1_node, 24);
 
 /**
  * OutputDelta is a piece of the run's answer (model text or CLI stdout).
@@ -958,7 +1074,7 @@ export type OutputDelta = Message<"iop.v1.OutputDelta"> & {
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
 export const OutputDeltaSchema: GenMessage<OutputDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 22);
+  messageDesc(file_iop_v1_node, 25);
 
 /**
  * ToolCallDelta streams part of a tool call.
@@ -977,7 +1093,7 @@ export type ToolCallDelta = Message<"iop.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 23);
+  messageDesc(file_iop_v1_node, 26);
 
 /**
  * LogLine is diagnostic output that is not part of the answer (e.g. CLI stderr).
@@ -1001,7 +1117,7 @@ export type LogLine = Message<"iop.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 24);
+  messageDesc(file_iop_v1_node, 27);
 
 /**
  * RunCompleted closes a successful run.
@@ -1034,7 +1150,7 @@ export type RunCompleted = Message<"iop.v1.RunCompleted"> & {
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export const RunCompletedSchema: GenMessage<RunCompleted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 25);
+  messageDesc(file_iop_v1_node, 28);
 
 /**
  * RunFailed closes a run that did not succeed.
@@ -1058,7 +1174,33 @@ export type RunFailed = Message<"iop.v1.RunFailed"> & {
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema: GenMessage<RunFailed> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 26);
+  messageDesc(file_iop_v1_node, 29);
+
+/**
+ * Embedding is the vector of one input of an embedding run.
+ *
+ * @generated from message iop.v1.Embedding
+ */
+export type Embedding = Message<"iop.v1.Embedding"> & {
+  /**
+   * The input's position in EmbedRequest.inputs.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * @generated from field: repeated float values = 2;
+   */
+  values: number[];
+};
+
+/**
+ * Describes the message iop.v1.Embedding.
+ * Use `create(EmbeddingSchema)` to create a new message.
+ */
+export const EmbeddingSchema: GenMessage<Embedding> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 30);
 
 /**
  * RunCancelled closes a run that was cancelled or timed out by request.
@@ -1077,7 +1219,7 @@ export type RunCancelled = Message<"iop.v1.RunCancelled"> & {
  * Use `create(RunCancelledSchema)` to create a new message.
  */
 export const RunCancelledSchema: GenMessage<RunCancelled> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 27);
+  messageDesc(file_iop_v1_node, 31);
 
 /**
  * NodeCommandRequest asks a Node for something other than a run.
@@ -1114,7 +1256,7 @@ export type NodeCommandRequest = Message<"iop.v1.NodeCommandRequest"> & {
  * Use `create(NodeCommandRequestSchema)` to create a new message.
  */
 export const NodeCommandRequestSchema: GenMessage<NodeCommandRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 28);
+  messageDesc(file_iop_v1_node, 32);
 
 /**
  * HistoryQuery reads the Node's most recent runs, newest first.
@@ -1133,7 +1275,7 @@ export type HistoryQuery = Message<"iop.v1.HistoryQuery"> & {
  * Use `create(HistoryQuerySchema)` to create a new message.
  */
 export const HistoryQuerySchema: GenMessage<HistoryQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 29);
+  messageDesc(file_iop_v1_node, 33);
 
 /**
  * CapabilitiesQuery asks every adapter what it can do now.
@@ -1148,7 +1290,7 @@ export type CapabilitiesQuery = Message<"iop.v1.CapabilitiesQuery"> & {
  * Use `create(CapabilitiesQuerySchema)` to create a new message.
  */
 export const CapabilitiesQuerySchema: GenMessage<CapabilitiesQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 30);
+  messageDesc(file_iop_v1_node, 34);
 
 /**
  * RunOutputQuery reads one run's whole stored output from the Node's history (up to the Node's
@@ -1168,7 +1310,7 @@ export type RunOutputQuery = Message<"iop.v1.RunOutputQuery"> & {
  * Use `create(RunOutputQuerySchema)` to create a new message.
  */
 export const RunOutputQuerySchema: GenMessage<RunOutputQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 31);
+  messageDesc(file_iop_v1_node, 35);
 
 /**
  * NodeCommandResponse answers a NodeCommandRequest.
@@ -1211,7 +1353,7 @@ export type NodeCommandResponse = Message<"iop.v1.NodeCommandResponse"> & {
  * Use `create(NodeCommandResponseSchema)` to create a new message.
  */
 export const NodeCommandResponseSchema: GenMessage<NodeCommandResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 32);
+  messageDesc(file_iop_v1_node, 36);
 
 /**
  * RunOutputResult is one run's stored output; found=false when the history has no such run.
@@ -1249,7 +1391,7 @@ export type RunOutputResult = Message<"iop.v1.RunOutputResult"> & {
  * Use `create(RunOutputResultSchema)` to create a new message.
  */
 export const RunOutputResultSchema: GenMessage<RunOutputResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 33);
+  messageDesc(file_iop_v1_node, 37);
 
 /**
  * HistoryResult lists recorded runs.
@@ -1268,7 +1410,7 @@ export type HistoryResult = Message<"iop.v1.HistoryResult"> & {
  * Use `create(HistoryResultSchema)` to create a new message.
  */
 export const HistoryResultSchema: GenMessage<HistoryResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 34);
+  messageDesc(file_iop_v1_node, 38);
 
 /**
  * RunRecord is one row of a Node's run history.
@@ -1346,7 +1488,7 @@ export type RunRecord = Message<"iop.v1.RunRecord"> & {
  * Use `create(RunRecordSchema)` to create a new message.
  */
 export const RunRecordSchema: GenMessage<RunRecord> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 35);
+  messageDesc(file_iop_v1_node, 39);
 
 /**
  * CapabilitiesResult describes each adapter.
@@ -1365,7 +1507,7 @@ export type CapabilitiesResult = Message<"iop.v1.CapabilitiesResult"> & {
  * Use `create(CapabilitiesResultSchema)` to create a new message.
  */
 export const CapabilitiesResultSchema: GenMessage<CapabilitiesResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 36);
+  messageDesc(file_iop_v1_node, 40);
 
 /**
  * AdapterCapabilities is what one adapter reports about itself.
@@ -1419,7 +1561,7 @@ export type AdapterCapabilities = Message<"iop.v1.AdapterCapabilities"> & {
  * Use `create(AdapterCapabilitiesSchema)` to create a new message.
  */
 export const AdapterCapabilitiesSchema: GenMessage<AdapterCapabilities> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 37);
+  messageDesc(file_iop_v1_node, 41);
 
 /**
  * EdgeNodeEvent carries connection lifecycle and status news, separate from run events.
@@ -1472,7 +1614,7 @@ export type EdgeNodeEvent = Message<"iop.v1.EdgeNodeEvent"> & {
  * Use `create(EdgeNodeEventSchema)` to create a new message.
  */
 export const EdgeNodeEventSchema: GenMessage<EdgeNodeEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 38);
+  messageDesc(file_iop_v1_node, 42);
 
 /**
  * NodeRegistered records a Node joining its Edge.
@@ -1496,7 +1638,7 @@ export type NodeRegistered = Message<"iop.v1.NodeRegistered"> & {
  * Use `create(NodeRegisteredSchema)` to create a new message.
  */
 export const NodeRegisteredSchema: GenMessage<NodeRegistered> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 39);
+  messageDesc(file_iop_v1_node, 43);
 
 /**
  * NodeDisconnected records a Node leaving its Edge.
@@ -1515,7 +1657,7 @@ export type NodeDisconnected = Message<"iop.v1.NodeDisconnected"> & {
  * Use `create(NodeDisconnectedSchema)` to create a new message.
  */
 export const NodeDisconnectedSchema: GenMessage<NodeDisconnected> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 40);
+  messageDesc(file_iop_v1_node, 44);
 
 /**
  * ConfigApplied reports which adapters a Node built from its config.
@@ -1549,7 +1691,7 @@ export type ConfigApplied = Message<"iop.v1.ConfigApplied"> & {
  * Use `create(ConfigAppliedSchema)` to create a new message.
  */
 export const ConfigAppliedSchema: GenMessage<ConfigApplied> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 41);
+  messageDesc(file_iop_v1_node, 45);
 
 /**
  * AdapterHealth reports an adapter's health change.
@@ -1578,7 +1720,7 @@ export type AdapterHealth = Message<"iop.v1.AdapterHealth"> & {
  * Use `create(AdapterHealthSchema)` to create a new message.
  */
 export const AdapterHealthSchema: GenMessage<AdapterHealth> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 42);
+  messageDesc(file_iop_v1_node, 46);
 
 /**
  * auto: the model decides; none: no tool calls; required: at least one tool call.

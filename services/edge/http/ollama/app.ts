@@ -42,6 +42,8 @@ const OLLAMA_FIELDS: FeatureFields = {
   tool_choice: "tool_choice",
   parallel_tool_calls: "parallel_tool_calls",
   tool_result: (i) => `messages[${i}].tool_name`,
+  image: (i) => `messages[${i}].images`,
+  embed: "input",
 };
 
 /** Dependencies of {@linkcode createOllamaApp}. */

@@ -37,6 +37,8 @@ const CHAT_FIELDS: FeatureFields = {
   tool_choice: "tool_choice",
   parallel_tool_calls: "parallel_tool_calls",
   tool_result: (i) => `messages[${i}].tool_call_id`,
+  image: (i, j) => `messages[${i}].content[${j}]`,
+  embed: "input",
 };
 
 /** How the Responses API names them (tool results are `function_call_output` input items). */
@@ -45,6 +47,8 @@ const RESPONSES_FIELDS: FeatureFields = {
   tool_choice: "tool_choice",
   parallel_tool_calls: "parallel_tool_calls",
   tool_result: () => "input",
+  image: () => "input",
+  embed: "input",
 };
 
 const SSE_HEADERS = {
