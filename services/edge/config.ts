@@ -69,7 +69,19 @@ export interface ModelRecord {
   adapter: string;
   target: string;
   queue: { maxLength: number; maxWaitMs: number };
+  /**
+   * What the model does, as its operator declares it: `chat` (generates; the default),
+   * `embeddings` (answers `/v1/embeddings` and `/api/embed`), `vision` (takes images). A request
+   * for something a model does not declare is refused 400 before dispatch.
+   */
+  capabilities: ModelCapability[];
 }
+
+/** One thing a model may declare it does (`models[].capabilities`). */
+export type ModelCapability = "chat" | "embeddings" | "vision";
+
+/** Every {@linkcode ModelCapability}, in documentation order. */
+export const MODEL_CAPABILITIES: readonly ModelCapability[] = ["chat", "embeddings", "vision"];
 
 /** An agent the Edge publishes (A2A) or runs as a domain automation. */
 export interface AgentRecord {
@@ -432,7 +444,25 @@ function parseModel(r: ConfigReader): ModelRecord {
       maxLength: queue.number("max_length", 64, { min: 0 }),
       maxWaitMs: queue.number("max_wait_ms", 30_000, { min: 0 }),
     },
+    capabilities: parseCapabilities(r),
   };
+}
+
+function parseCapabilities(r: ConfigReader): ModelCapability[] {
+  if (!r.has("capabilities")) return ["chat"];
+  const listed = r.strings("capabilities");
+  const unknown = listed.find((c) => !(MODEL_CAPABILITIES as readonly string[]).includes(c));
+  if (unknown !== undefined) {
+    throw r.error(
+      "capabilities",
+      `must list only ${MODEL_CAPABILITIES.join(", ")}: current value has '${unknown}'`,
+    );
+  }
+  if (listed.length === 0) throw r.error("capabilities", "must list at least one capability");
+  if (listed.includes("vision") && !listed.includes("chat")) {
+    throw r.error("capabilities", "lists vision, which needs chat: add chat");
+  }
+  return [...new Set(listed)] as ModelCapability[];
 }
 
 function parseAgent(r: ConfigReader): AgentRecord {

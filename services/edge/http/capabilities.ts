@@ -11,7 +11,7 @@
 import { kindFeatures } from "../../../shared/adapter_kinds/catalog.ts";
 import { type RunFeatures, unhonoured } from "../../../shared/adapter_kinds/features.ts";
 import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
-import type { EdgeConfig } from "../config.ts";
+import type { EdgeConfig, ModelCapability } from "../config.ts";
 import { FieldError } from "./json_fields.ts";
 import type { ResolvedModel } from "./model_resolver.ts";
 
@@ -86,6 +86,11 @@ export interface ModelFeatures {
   response_format: string[];
   tool_choice: string[];
   parallel_tool_calls: boolean;
+  /**
+   * What the model does: its declared `capabilities`, less `embeddings` or `vision` when some
+   * kind serving it cannot embed or take images.
+   */
+  capabilities: ModelCapability[];
 }
 
 /** The features every adapter kind serving `model` honours (for `/v1/models`). */
@@ -97,5 +102,8 @@ export function modelFeatures(config: EdgeConfig, model: ResolvedModel): ModelFe
     response_format: ["text", ...every((f) => f.outputFormats)],
     tool_choice: every((f) => f.toolChoices),
     parallel_tool_calls: all.every((f) => f.singleToolCall),
+    capabilities: model.capabilities.filter((c) =>
+      c === "chat" || all.every((f) => c === "embeddings" ? f.embeddings : f.images !== "none")
+    ),
   };
 }

@@ -107,10 +107,12 @@ Deno.test("modelFeatures lists what every kind serving a model honours", () => {
     response_format: ["text", "json_object", "json_schema"],
     tool_choice: ["auto", "none"],
     parallel_tool_calls: false,
+    capabilities: ["chat"],
   });
   assert.deepEqual(modelFeatures(config, model("shell")), {
     response_format: ["text"],
     tool_choice: ["auto", "none"],
     parallel_tool_calls: true,
+    capabilities: ["chat"],
   });
 });

@@ -6,14 +6,14 @@
  */
 import { IopError } from "../../../shared/errors.ts";
 import type { RunInput } from "../../../shared/run.ts";
-import type { EdgeConfig, ModelRecord } from "../config.ts";
+import type { EdgeConfig, ModelCapability, ModelRecord } from "../config.ts";
 import type { RunSubmission } from "../ports.ts";
 import { ANONYMOUS_TENANT, mayUseModel, type TenantRecord } from "../tenants/tenant.ts";
 
 /** A public model resolved to its route. */
 export type ResolvedModel =
-  | { name: string; route: "pool"; group: string }
-  | { name: string; route: "direct"; adapter: string; target: string };
+  & { name: string; capabilities: readonly ModelCapability[] }
+  & ({ route: "pool"; group: string } | { route: "direct"; adapter: string; target: string });
 
 function find(config: EdgeConfig, model: string): ModelRecord | undefined {
   return config.models.find((m) => m.name === model || m.aliases.includes(model));
@@ -37,8 +37,9 @@ export function resolveModel(
       : "";
     throw new IopError("NOT_FOUND", `The model '${model}' does not exist${access}`);
   }
-  if (record.route === "pool") return { name: record.name, route: "pool", group: record.name };
-  return { name: record.name, route: "direct", adapter: record.adapter, target: record.target };
+  const { name, capabilities } = record;
+  if (record.route === "pool") return { name, capabilities, route: "pool", group: name };
+  return { name, capabilities, route: "direct", adapter: record.adapter, target: record.target };
 }
 
 /** The run submission for a resolved model and a surface-built input (adapter/target unset). */
