@@ -11,7 +11,14 @@ import { hashSecret } from "../shared/secrets.ts";
 import { mockNode, startStack, type TestEdge } from "./stack.ts";
 import { until } from "./util.ts";
 
-const KEYS = { alpha: "alpha-key", beta: "beta-key", gamma: "gamma-key", flood: "f", quiet: "q" };
+const KEYS = {
+  alpha: "alpha-key",
+  beta: "beta-key",
+  gamma: "gamma-key",
+  flood: "f",
+  quiet: "q",
+  ops: "ops-key",
+};
 
 function tenantConfig(mock: Record<string, unknown> = {}, max = 4): Record<string, unknown> {
   return {
@@ -21,6 +28,7 @@ function tenantConfig(mock: Record<string, unknown> = {}, max = 4): Record<strin
       { name: "gamma", keys: [KEYS.gamma], models: ["mock-direct"] },
       { name: "flood", keys: [KEYS.flood] },
       { name: "quiet", keys: [KEYS.quiet] },
+      { name: "ops", keys: [KEYS.ops], models: [], operator: true },
     ],
     nodes: [mockNode("node-a", { providers: [{ id: "a-demo", group: "demo", max }], mock })],
     models: [
@@ -170,4 +178,29 @@ Deno.test("a quiet tenant beside a flooding one on a saturated pool is served at
   if (Deno.env.get("IOP_TEST_REPORT")) {
     console.log(`quiet latencies during the flood (ms): ${latencies.map(Math.round).join(", ")}`);
   }
+});
+
+Deno.test("only an operator tenant reads the Edge's status and node run outputs", async () => {
+  await using stack = await startStack({ http: true, config: tenantConfig() });
+  const get = (path: string, key?: string) =>
+    fetch(`${stack.url}${path}`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
+  // A run of alpha's: its output is what another tenant must not read.
+  await openai(stack, KEYS.alpha).chat.completions.create(chat());
+  const history = await stack.service.nodeCommand("node-a", { type: "history", limit: 1 });
+  assert.equal(history.type, "history");
+  const output = `/api/iop/nodes/node-a/runs/${history.runs[0]!.runId}/output`;
+  for (const path of ["/api/iop/status", output]) {
+    const anonymous = await get(path);
+    assert.equal(anonymous.status, 401, path);
+    await anonymous.body?.cancel();
+    const tenant = await get(path, KEYS.quiet);
+    assert.equal(tenant.status, 403, path);
+    assert.match(await tenant.text(), /tenant 'quiet' may not read operator views/);
+  }
+  const status = await get("/api/iop/status", KEYS.ops);
+  assert.equal(status.status, 200);
+  assert.equal((await status.json()).nodes[0].id, "node-a");
+  const read = await get(output, KEYS.ops);
+  assert.equal(read.status, 200, await read.clone().text());
+  assert.ok((await read.text()).length > 0);
 });

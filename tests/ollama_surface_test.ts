@@ -119,7 +119,9 @@ Deno.test("ollama errors use Ollama's shape: unknown model 404, wrong key 401, b
 
 Deno.test("the Edge status endpoint stays reachable beside the /api surface", async () => {
   await using stack = await startStack({ http: true, config: config() });
-  const res = await fetch(`${stack.url}/api/iop/status`);
+  const res = await fetch(`${stack.url}/api/iop/status`, {
+    headers: { authorization: `Bearer ${KEY}` },
+  });
   assert.equal(res.status, 200);
   const status = await res.json();
   assert.equal(status.nodes[0].resources[0].kind, "provider");
@@ -137,7 +139,7 @@ Deno.test("unknown /api paths and wrong methods answer Ollama's {error} JSON, no
   assert.equal(wrong.status, 405);
   assert.equal(wrong.headers.get("allow"), "POST");
   assert.match((await wrong.json()).error, /method GET not allowed; use POST/);
-  const status = await fetch(`${stack.url}/api/iop/status`);
+  const status = await fetch(`${stack.url}/api/iop/status`, { headers });
   assert.equal(status.status, 200, "the Edge's own /api route keeps precedence");
   await status.body?.cancel();
 });

@@ -97,6 +97,7 @@ function tenant(name: string, limits: Partial<TenantRecord> = {}): TenantRecord 
     weight: 1,
     priority: 1,
     maxQueued: 0,
+    operator: false,
     ...limits,
   };
 }

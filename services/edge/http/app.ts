@@ -1,6 +1,6 @@
 /**
- * The Edge's HTTP app: health, readiness, metrics, the status snapshot and run outputs
- * (`run_output.ts`). The public API surfaces (OpenAI, Ollama, A2A) are mounted onto it by
+ * The Edge's HTTP app: health, readiness, metrics, and the operator views (the status snapshot
+ * and run outputs, `run_output.ts`, for operator tenants only). The public API surfaces (OpenAI, Ollama, A2A) are mounted onto it by
  * `main.ts`. Every route, mounted ones included, first passes the `Host` allow-list (DNS
  * rebinding) and the browser `Origin` check, then gets its trace (`trace_requests.ts`).
  * @module
@@ -9,7 +9,12 @@ import { Hono } from "hono";
 import type { Registry } from "prom-client";
 import { hostGuard } from "./host_guard.ts";
 import { originGuard } from "./origin_guard.ts";
-import { RUN_OUTPUT_PATH, type RunOutputGateway, runOutputRoute } from "./run_output.ts";
+import {
+  operatorGuards,
+  RUN_OUTPUT_PATH,
+  type RunOutputGateway,
+  runOutputRoute,
+} from "./run_output.ts";
 import { servableModels } from "../servable.ts";
 import { traceRequests } from "./trace_requests.ts";
 
@@ -38,7 +43,8 @@ export function createEdgeHttp(service: RunOutputGateway, registry: Registry): H
     c.header("Content-Type", registry.contentType);
     return c.body(await registry.metrics());
   });
-  app.get("/api/iop/status", (c) => c.json(service.status()));
+  // The status names every node, model and run count: an operator view, like run outputs.
+  app.get("/api/iop/status", ...operatorGuards(service), (c) => c.json(service.status()));
   app.get(RUN_OUTPUT_PATH, ...runOutputRoute(service));
   return app;
 }

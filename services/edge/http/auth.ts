@@ -55,3 +55,23 @@ export function apiKeyAuth(options: ApiKeyAuthOptions): MiddlewareHandler {
     await next();
   };
 }
+
+/**
+ * Middleware, after {@linkcode apiKeyAuth}, that lets only operator tenants through
+ * (`tenants[].operator`): the operator views show every tenant's nodes and runs.
+ */
+export function operatorOnly(
+  refuse: (c: Context, message: string) => Response,
+): MiddlewareHandler {
+  return async function operatorOnlyMiddleware(c, next) {
+    const tenant = callerOf(c);
+    if (!tenant.operator) {
+      return refuse(
+        c,
+        `The key of tenant '${tenant.name}' may not read operator views: ` +
+          "set operator: true on the tenant to allow it",
+      );
+    }
+    await next();
+  };
+}

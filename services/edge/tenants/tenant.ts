@@ -17,6 +17,7 @@
  *     weight: 2                 # share of a saturated pool relative to other tenants; default 1
  *     priority: normal          # low | normal | high: a higher class is admitted first
  *     max_queued: 32            # waiting runs per pool; default: the pool's own queue length
+ *     operator: false           # may read the Edge's operator views (status, node run outputs)
  * ```
  * @module
  */
@@ -55,6 +56,11 @@ export interface TenantRecord extends QueueShare {
   tokensPerMinute: number;
   /** Runs in flight at once; 0 = no limit. */
   concurrentRuns: number;
+  /**
+   * May read the Edge's operator views (`/api/iop/status`, node run outputs), which show every
+   * tenant's work; `default` (`http.api_keys`) and `anonymous` may, named tenants only when set.
+   */
+  operator: boolean;
 }
 
 /** The tenant an Edge with no API key serves every request as. */
@@ -78,6 +84,7 @@ function openTenant(name: string, keys: string[]): TenantRecord {
     weight: 1,
     priority: PRIORITY_CLASSES.indexOf("normal"),
     maxQueued: 0,
+    operator: true,
   };
 }
 
@@ -155,6 +162,7 @@ function readTenant(r: ConfigReader): TenantRecord {
     weight: r.number("weight", 1, { min: 0.001, max: 1000, integer: false }),
     priority: PRIORITY_CLASSES.indexOf(r.oneOf("priority", PRIORITY_CLASSES, "normal")),
     maxQueued: limit("max_queued"),
+    operator: r.boolean("operator", false),
   };
 }
 
