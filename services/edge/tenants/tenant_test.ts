@@ -47,9 +47,11 @@ Deno.test("tenants are read with their limits; http.api_keys is the tenant 'defa
       weight: 2.5,
       priority: 2,
       maxQueued: 4,
+      operator: false,
     },
   );
   assert.equal(legacy!.name, "default");
+  assert.equal(legacy!.operator, true, "http.api_keys' tenant reads the operator views");
   const directory = tenantDirectory(tenants);
   assert.equal(directory.identify("r-key")?.name, "research");
   assert.equal(directory.identify("legacy")?.name, "default");
