@@ -32,6 +32,7 @@ let sinkChars = 0;
 const sink: EventSink = {
   output: (text) => void (sinkChars += text.length),
   toolCall: () => {},
+  embedding: () => {},
   log: () => {},
 };
 

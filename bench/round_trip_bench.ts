@@ -20,6 +20,7 @@ const MOCK = {
   startDelayMs: 0,
   failWith: "",
   failRetryable: false,
+  embeddingDimensions: 8,
 };
 
 const stack = await startStack({
@@ -40,6 +41,7 @@ let chars = 0;
 const sink: EventSink = {
   output: (text) => void (chars += text.length),
   toolCall: () => {},
+  embedding: () => {},
   log: () => {},
 };
 

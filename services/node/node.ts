@@ -85,6 +85,9 @@ interface RunState {
   outputBytes: number;
   /** It printed more than the cap: `output` stops at it. */
   outputTruncated: boolean;
+  /** Vectors an embedding run answered, and the length of the first, for the history. */
+  embeddings: number;
+  embeddingValues: number;
   firstOutputAtMs: number | undefined;
   /** Its span (`iop.run`) while tracing is on (`run_trace.ts`). */
   span: TraceSpan | undefined;
@@ -103,6 +106,8 @@ export class NodeCore {
   readonly #users = new Map<Adapter, number>();
   /** Adapters a newer config replaced while runs still used them; closed as those end. */
   readonly #retired = new Set<Adapter>();
+  /** Set while the node stops (`refuseNewRuns`): why it takes no new run. */
+  #refusing: string | undefined;
 
   constructor(options: NodeCoreOptions) {
     this.#options = options;
@@ -112,6 +117,20 @@ export class NodeCore {
   /** Runs executing now. */
   get inFlight(): number {
     return this.#running.size;
+  }
+
+  /**
+   * Refuses every run started from now on with a retryable UNAVAILABLE naming `reason` (a
+   * stopping node drains: the Edge may send the run elsewhere); runs in flight go on.
+   */
+  refuseNewRuns(reason: string): void {
+    this.#refusing = reason;
+  }
+
+  /** Resolves once some run in flight has ended, at once when none runs. */
+  nextRunEnd(): Promise<void> {
+    const all = [...this.#running.values()].map((r) => r.done);
+    return all.length === 0 ? Promise.resolve() : Promise.race(all).then(() => {}, () => {});
   }
 
   /**
@@ -201,6 +220,8 @@ export class NodeCore {
       output: [],
       outputBytes: 0,
       outputTruncated: false,
+      embeddings: 0,
+      embeddingValues: 0,
       firstOutputAtMs: undefined,
       span,
       traceId,
@@ -243,6 +264,12 @@ export class NodeCore {
     if (this.#running.has(runId)) {
       throw new IopError("INVALID_ARGUMENT", `Run '${runId}' is already running`);
     }
+    if (this.#refusing !== undefined) {
+      throw new IopError(
+        "UNAVAILABLE",
+        `Cannot start run '${runId}' as node '${this.#options.nodeId}' is ${this.#refusing}`,
+      );
+    }
     const cap = maxActiveRuns(this.#options.policy);
     if (this.#running.size >= cap) {
       throw new OverloadedError(
@@ -284,6 +311,12 @@ export class NodeCore {
       log: (stream: string, text: string) => {
         if (!signal.aborted) run.send({ type: "log", stream, text });
       },
+      embedding: (index: number, values: number[]) => {
+        if (signal.aborted) return;
+        run.firstOutputAtMs ??= this.#clock.now();
+        if (run.embeddings++ === 0) run.embeddingValues = values.length;
+        run.send({ type: "embedding", index, values });
+      },
     };
   }
 
@@ -315,7 +348,7 @@ export class NodeCore {
     this.#record(run, {
       status: "completed",
       finishedAtMs,
-      outputSummary: run.summary,
+      outputSummary: summaryOf(run),
       ...(run.firstOutputAtMs !== undefined ? { firstOutputAtMs: run.firstOutputAtMs } : {}),
       ...(result.usage ? { usage: result.usage } : {}),
       ...(result.exitCode !== undefined ? { exitCode: result.exitCode } : {}),
@@ -333,7 +366,9 @@ export class NodeCore {
       this.#record(run, {
         status: "cancelled",
         finishedAtMs,
-        outputSummary: run.summary,
+        outputSummary: summaryOf(run),
+        // Kept as the row's error, so the history says why (e.g. "node stopping: drain timeout").
+        error: new IopError("CANCELLED", reason),
         ...extra,
       });
       return;
@@ -350,7 +385,7 @@ export class NodeCore {
     this.#record(run, {
       status: "failed",
       finishedAtMs,
-      outputSummary: run.summary,
+      outputSummary: summaryOf(run),
       error,
       ...extra,
       ...(error.exitCode !== undefined ? { exitCode: error.exitCode } : {}),
@@ -362,7 +397,8 @@ export class NodeCore {
     outcome: Parameters<RunStore["completeRun"]>[1],
   ): void {
     const { runId, startedAtMs } = run;
-    outcome.output = run.output.join("");
+    // An embedding run's vectors went to the Edge; its history keeps what they were.
+    outcome.output = run.embeddings > 0 ? summaryOf(run) : run.output.join("");
     outcome.outputTruncated = run.outputTruncated;
     this.#options.metrics?.runFinished(
       outcome.status,
@@ -436,6 +472,16 @@ export class NodeCore {
       }
     }));
   }
+}
+
+/**
+ * The history's summary of a run: the start of its output, or for an embedding run what it
+ * answered ("3 embeddings × 768").
+ */
+function summaryOf(run: RunState): string {
+  if (run.embeddings === 0) return run.summary;
+  const noun = run.embeddings === 1 ? "embedding" : "embeddings";
+  return `${run.embeddings} ${noun} × ${run.embeddingValues}`;
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

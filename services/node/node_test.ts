@@ -4,7 +4,7 @@ import { createRunMetrics } from "./node_metrics.ts";
 import { createLogger } from "../../shared/log.ts";
 import { isTerminal, type RunEvent, type RunInput, runInput } from "../../shared/run.ts";
 import { cliAdapterFactory } from "./adapters/cli.ts";
-import { mockAdapterFactory } from "./adapters/mock.ts";
+import { mockAdapterFactory, mockEmbedding } from "./adapters/mock.ts";
 import { buildAdapterRegistry } from "./adapters/registry.ts";
 import { NodeCore } from "./node.ts";
 import { DEFAULT_NODE_POLICY, type NodePolicy } from "./policy.ts";
@@ -23,6 +23,7 @@ const mock = (settings: Partial<MockSettings> = {}): AdapterConfig => ({
     startDelayMs: 0,
     failWith: "",
     failRetryable: false,
+    embeddingDimensions: 8,
     ...settings,
   },
 });
@@ -129,6 +130,58 @@ Deno.test("a mock run emits started, outputs, usage and one completed, numbered 
     assert.deepEqual(last.usage, { inputTokens: 2, outputTokens: 4 });
     assert.equal(last.finishReason, "stop");
   }
+});
+
+Deno.test("an embedding run emits one embedding per input in order, then usage and completed", async () => {
+  await using node = await nodeWith([mock({ embeddingDimensions: 16 })]);
+  const input = runInput({
+    adapter: "mock",
+    target: "x",
+    embed: { inputs: ["alpha beta", "gamma", "delta"] },
+  });
+  const events = await node.run("e1", input).done;
+  assertWellFormed(events, "e1");
+  assert.deepEqual(events.map((e) => e.type), [
+    "started",
+    "embedding",
+    "embedding",
+    "embedding",
+    "usage",
+    "completed",
+  ]);
+  const vectors = events.flatMap((e) => e.type === "embedding" ? [e] : []);
+  assert.deepEqual(vectors.map((e) => e.index), [0, 1, 2]);
+  assert.deepEqual(vectors[1]!.values, mockEmbedding("gamma", 16));
+  const last = events.at(-1)!;
+  assert.ok(last.type === "completed");
+  assert.deepEqual(last.usage, { inputTokens: 4, outputTokens: 0 });
+  assert.equal(last.finishReason, "stop");
+  const [row] = node.core.history(1);
+  assert.equal(row?.status, "completed");
+  assert.equal(row?.outputSummary, "3 embeddings × 16");
+  assert.deepEqual(row?.usage, { inputTokens: 4, outputTokens: 0 });
+  assert.ok(row!.firstOutputAtMs! >= row!.startedAtMs);
+  assert.deepEqual(node.core.runOutput("e1"), { output: "3 embeddings × 16", truncated: false });
+});
+
+Deno.test("a cancelled embedding run records the vectors it had answered", async () => {
+  await using node = await nodeWith([mock({ tokenDelayMs: 10_000 })]);
+  const input = runInput({ adapter: "mock", target: "x", embed: { inputs: ["a", "b"] } });
+  const events: RunEvent[] = [];
+  const first = Promise.withResolvers<void>();
+  const done = Promise.withResolvers<void>();
+  node.core.startRun("e2", input, (event) => {
+    events.push(event);
+    if (event.type === "embedding") first.resolve();
+    if (isTerminal(event)) done.resolve();
+  });
+  await first.promise;
+  assert.ok(node.core.cancelRun("e2", "user pressed stop"));
+  await done.promise;
+  assert.deepEqual(events.map((e) => e.type), ["started", "embedding", "cancelled"]);
+  const [row] = node.core.history(1);
+  assert.equal(row?.status, "cancelled");
+  assert.equal(row?.outputSummary, "1 embedding × 8");
 });
 
 Deno.test("a run's whole output is kept beyond the summary, and cut and marked at the cap", async () => {

@@ -61,7 +61,14 @@ const mock = (name = "mock"): AdapterConfig => ({
   name,
   kind: "mock",
   enabled: true,
-  settings: { tokens: 1, tokenDelayMs: 0, startDelayMs: 0, failWith: "", failRetryable: false },
+  settings: {
+    tokens: 1,
+    tokenDelayMs: 0,
+    startDelayMs: 0,
+    failWith: "",
+    failRetryable: false,
+    embeddingDimensions: 8,
+  },
 });
 
 const refusal = (config: AdapterConfig, p: NodePolicy = policy()) =>

@@ -24,6 +24,8 @@ export interface EventSink {
   toolCall(call: ToolCall): void;
   /** Diagnostic output that is not part of the answer (e.g. CLI stderr). */
   log(stream: string, text: string): void;
+  /** The vector of input `index` of an embedding run (`spec.embed`), sent in input order. */
+  embedding(index: number, values: number[]): void;
 }
 
 /** How a successful execution ended. */

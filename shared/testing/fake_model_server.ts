@@ -1,7 +1,8 @@
 /**
  * Plumbing shared by the fake model servers (`fake_ollama.ts`, `fake_openai.ts`): behaviour
- * knobs, a log of received requests that notices when a client goes away, and a paced response
- * body that can stall, fail or drop the connection on cue.
+ * knobs, a log of received requests that notices when a client goes away, a paced response
+ * body that can stall, fail or drop the connection on cue, and the deterministic vectors their
+ * embedding endpoints answer ({@linkcode fakeEmbedding}).
  * @module
  */
 
@@ -32,6 +33,59 @@ export interface FakeBehavior {
   toolCalls?: { name: string; arguments: Record<string, unknown> }[];
   /** Finish reason when the answer is not cut by a token limit (default "stop"). */
   finishReason?: "stop" | "length";
+  /**
+   * Length of the model's embedding vectors (default {@linkcode DEFAULT_EMBEDDING_DIMENSIONS});
+   * a request's `dimensions` may shorten them, never lengthen them.
+   */
+  embeddingDimensions?: number;
+  /**
+   * The model's context for an embedding input, in words (default: unlimited). A longer input
+   * is cut when the request asks for truncation (Ollama's default) and refused with 400 when
+   * it does not.
+   */
+  contextTokens?: number;
+}
+
+/** Vector length of a fake model that sets no `embeddingDimensions`. */
+export const DEFAULT_EMBEDDING_DIMENSIONS = 8;
+
+/**
+ * The fakes' vector for `text`: `dimensions` values seeded by the text's FNV-1a hash, scaled
+ * to length 1 and rounded to float32, so a test can compute what a fake answers and compare it
+ * exactly, even after the vector crossed a float32 wire.
+ */
+export function fakeEmbedding(text: string, dimensions: number): number[] {
+  let h = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(text)) h = Math.imul(h ^ byte, 0x01000193);
+  const raw = Array.from({ length: dimensions }, (_, i) => {
+    // xorshift32 per position, seeded by the hash and the position.
+    let x = (h ^ Math.imul(i + 1, 0x9e3779b1)) | 1;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 31 - 1;
+  });
+  return unitFloat32(raw);
+}
+
+/** The first `dimensions` values of `vector`, scaled to length 1 again (as Ollama shortens). */
+export function shortenEmbedding(vector: number[], dimensions: number): number[] {
+  return unitFloat32(vector.slice(0, dimensions));
+}
+
+function unitFloat32(values: number[]): number[] {
+  const norm = Math.sqrt(values.reduce((sum, v) => sum + v * v, 0)) || 1;
+  return values.map((v) => Math.fround(v / norm));
+}
+
+/** `values` as little-endian float32 bytes in base64 (OpenAI's `encoding_format: base64`). */
+export function float32Base64(values: number[]): string {
+  const bytes = new Uint8Array(values.length * 4);
+  const view = new DataView(bytes.buffer);
+  values.forEach((v, i) => view.setFloat32(i * 4, v, true));
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
 }
 
 /** Header through which one request overrides behaviour: a JSON {@linkcode FakeBehavior}. */

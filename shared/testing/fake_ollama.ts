@@ -3,13 +3,27 @@
  * `GET /`, `/api/tags`, `/api/version`, `/api/ps`, and `POST /api/chat` / `/api/generate`
  * streaming NDJSON by default. Faults (slow first token, mid-stream error line, dropped
  * connection, 503 busy) are set per model or per request through {@linkcode BEHAVIOR_HEADER}.
+ *
+ * Embeddings: `POST /api/embed` `{model, input: string | string[], truncate?, dimensions?}` →
+ * `{model, embeddings, total_duration, load_duration, prompt_eval_count}` and the older
+ * `POST /api/embeddings` `{model, prompt}` → `{embedding}`. Every model embeds; each vector is
+ * {@linkcode fakeEmbedding} of its input, `embeddingDimensions` long (behaviour, per model;
+ * default 8) and shortened to `dimensions` when that is smaller, as Ollama does. Inputs over a
+ * model's `contextTokens` (words) are cut at the end, or refused with 400 under `truncate:
+ * false`. `prompt_eval_count` is the inputs' word count.
+ *
+ * Images: a message's `images` (and generate's) must be base64 strings, as Ollama decodes them;
+ * anything else (a `data:` URL, a link) is refused with 400 `illegal base64 data at input byte
+ * N`. The request log keeps them as received.
  * @module
  */
 import {
   BEHAVIOR_HEADER,
   countWords,
+  DEFAULT_EMBEDDING_DIMENSIONS,
   type Exchange,
   type FakeBehavior,
+  fakeEmbedding,
   type FakeListen,
   type FakeServer,
   json,
@@ -18,10 +32,17 @@ import {
   RequestLog,
   resolveBehavior,
   serveFake,
+  shortenEmbedding,
   sleepUnlessAborted,
 } from "./fake_model_server.ts";
 
-export { BEHAVIOR_HEADER, type FakeBehavior, type RecordedRequest } from "./fake_model_server.ts";
+export {
+  BEHAVIOR_HEADER,
+  type FakeBehavior,
+  fakeEmbedding,
+  type RecordedRequest,
+  shortenEmbedding,
+} from "./fake_model_server.ts";
 
 /** Options of {@linkcode startFakeOllama}. */
 export interface FakeOllamaOptions {
@@ -74,6 +95,50 @@ function promptText(body: Record<string, unknown>): string {
   return [String(body.prompt ?? ""), String(body.system ?? ""), ...parts].join(" ");
 }
 
+/** Ollama's answer when `truncate: false` and an input is longer than the model's context. */
+export const OLLAMA_CONTEXT_EXCEEDED = "input length exceeds maximum context length";
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** Go's error for text that is not standard base64, as Ollama answers an undecodable image. */
+function base64Error(text: string): string | undefined {
+  const clean = text.replace(/[\r\n]/g, "");
+  if (BASE64.test(clean) && clean.length % 4 === 0) return undefined;
+  const bad = [...clean].findIndex((c, i) =>
+    !/[A-Za-z0-9+/]/.test(c) && !(c === "=" && i >= clean.length - 2)
+  );
+  const at = bad >= 0 ? bad : clean.length - (clean.length % 4);
+  return `illegal base64 data at input byte ${at}`;
+}
+
+/** The first image of a chat or generate body Ollama could not decode, as its error. */
+function imageError(body: Record<string, unknown>): string | undefined {
+  const lists = [
+    body.images,
+    ...(Array.isArray(body.messages) ? body.messages : []).map((m) =>
+      (m as { images?: unknown }).images
+    ),
+  ];
+  for (const images of lists) {
+    if (images === undefined || images === null) continue;
+    if (!Array.isArray(images)) return "json: cannot unmarshal images into []api.ImageData";
+    for (const image of images) {
+      if (typeof image !== "string") return "json: cannot unmarshal image into api.ImageData";
+      const err = base64Error(image);
+      if (err) return err;
+    }
+  }
+  return undefined;
+}
+
+/** The inputs of an `/api/embed` body, or the error Ollama answers for them. */
+function embedInputs(input: unknown): string[] | { error: string } {
+  if (input === undefined || input === null) return [];
+  if (typeof input === "string") return input === "" ? [] : [input];
+  if (Array.isArray(input) && input.every((i) => typeof i === "string")) return input;
+  return { error: "invalid input type" };
+}
+
 /** Starts a fake Ollama on 127.0.0.1 with a free port. */
 export function startFakeOllama(options: FakeOllamaOptions = {}): FakeOllama {
   const models = (options.models ?? ["llama3.2:latest"]).map(withTag);
@@ -95,6 +160,8 @@ export function startFakeOllama(options: FakeOllamaOptions = {}): FakeOllama {
     );
     if (b.overloaded) return json({ error: OLLAMA_BUSY }, 503);
     if (b.errorStatus) return json({ error: b.errorMessage ?? "error" }, b.errorStatus);
+    const badImage = imageError(body);
+    if (badImage) return json({ error: badImage }, 400);
     if (!(await sleepUnlessAborted(b.headersDelayMs ?? 0, ex.signal))) return json({}, 499);
     loaded.add(model);
 
@@ -166,6 +233,57 @@ export function startFakeOllama(options: FakeOllamaOptions = {}): FakeOllama {
     return new Response(stream, { headers: { "content-type": "application/x-ndjson" } });
   };
 
+  /** `/api/embed`, or with `legacy` the older `/api/embeddings` (one `prompt`, no options). */
+  const embed = async (ex: Exchange, req: Request, legacy: boolean): Promise<Response> => {
+    const body = (ex.entry.body ?? {}) as Record<string, unknown>;
+    if (ex.entry.body === undefined) return json({ error: "invalid request body" }, 400);
+    if (typeof body.model !== "string" || body.model === "") {
+      return json({ error: "model is required" }, 400);
+    }
+    const model = withTag(body.model);
+    if (!models.includes(model)) return json({ error: `model '${body.model}' not found` }, 404);
+    const b = resolveBehavior(
+      [options.defaults, perModel.get(model)],
+      req.headers.get(BEHAVIOR_HEADER),
+    );
+    if (b.overloaded) return json({ error: OLLAMA_BUSY }, 503);
+    if (b.errorStatus) return json({ error: b.errorMessage ?? "error" }, b.errorStatus);
+    const inputs = legacy
+      ? (typeof body.prompt === "string" && body.prompt !== "" ? [body.prompt] : [])
+      : embedInputs(body.input);
+    if (!Array.isArray(inputs)) return json(inputs, 400);
+    const started = performance.now();
+    const wait = (b.headersDelayMs ?? 0) + (b.firstTokenDelayMs ?? 0);
+    if (!(await sleepUnlessAborted(wait, ex.signal))) return json({}, 499);
+    loaded.add(model);
+    const size = b.embeddingDimensions ?? DEFAULT_EMBEDDING_DIMENSIONS;
+    const asked = typeof body.dimensions === "number" ? body.dimensions : 0;
+    const truncate = legacy || body.truncate !== false;
+    const embeddings: number[][] = [];
+    let tokens = 0;
+    for (const input of inputs) {
+      let words = input.split(/\s+/).filter((w) => w !== "");
+      let text = input;
+      if (b.contextTokens !== undefined && words.length > b.contextTokens) {
+        if (!truncate) return json({ error: OLLAMA_CONTEXT_EXCEEDED }, 400);
+        words = words.slice(0, b.contextTokens);
+        text = words.join(" ");
+      }
+      tokens += words.length;
+      const vector = fakeEmbedding(text, size);
+      embeddings.push(asked > 0 && asked < size ? shortenEmbedding(vector, asked) : vector);
+    }
+    if (legacy) return json({ embedding: embeddings[0] ?? [] });
+    const ns = Math.round((performance.now() - started) * 1e6);
+    return json({
+      model: body.model,
+      embeddings,
+      total_duration: ns + 1000,
+      load_duration: 1000,
+      prompt_eval_count: tokens,
+    });
+  };
+
   const handler = async (req: Request): Promise<Response> => {
     const ex = await log.record(req);
     const path = ex.entry.path;
@@ -200,6 +318,11 @@ export function startFakeOllama(options: FakeOllamaOptions = {}): FakeOllama {
       if (res.headers.get("content-type") !== "application/x-ndjson") {
         ex.finish(ex.signal.aborted ? "client_closed" : "completed");
       }
+      return res;
+    }
+    if (req.method === "POST" && (path === "/api/embed" || path === "/api/embeddings")) {
+      const res = await embed(ex, req, path === "/api/embeddings");
+      ex.finish(ex.signal.aborted ? "client_closed" : "completed");
       return res;
     }
     return done(

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { Ollama } from "ollama";
-import { BEHAVIOR_HEADER, OLLAMA_BUSY, startFakeOllama } from "./fake_ollama.ts";
+import {
+  BEHAVIOR_HEADER,
+  fakeEmbedding,
+  OLLAMA_BUSY,
+  OLLAMA_CONTEXT_EXCEEDED,
+  shortenEmbedding,
+  startFakeOllama,
+} from "./fake_ollama.ts";
 
 const withBehavior = (host: string, behavior: object) =>
   new Ollama({ host, headers: { [BEHAVIOR_HEADER]: JSON.stringify(behavior) } });
@@ -162,4 +169,110 @@ Deno.test("fake Ollama sees the connection closed when the client aborts a strea
   assert.equal((await consume).name, "AbortError");
   assert.equal(fake.log.closedByClient.length, 1);
   assert.equal(fake.log.openRequests, 0);
+});
+
+Deno.test("fake Ollama embeds through /api/embed for the ollama client, per model dimensions", async () => {
+  await using fake = startFakeOllama({
+    models: ["llama3.2", "nomic-embed-text"],
+    perModel: { "nomic-embed-text": { embeddingDimensions: 768 } },
+  });
+  const client = new Ollama({ host: fake.url });
+  const res = await client.embed({ model: "nomic-embed-text", input: ["why is the sky", "blue"] });
+  assert.equal(res.model, "nomic-embed-text");
+  assert.deepEqual(res.embeddings, [
+    fakeEmbedding("why is the sky", 768),
+    fakeEmbedding("blue", 768),
+  ]);
+  assert.equal(res.prompt_eval_count, 5);
+  assert.ok(res.total_duration > 0 && res.load_duration > 0);
+  const norm = Math.hypot(...res.embeddings[0]!);
+  assert.ok(Math.abs(norm - 1) < 1e-6);
+  const single = await client.embed({ model: "llama3.2", input: "blue" });
+  assert.deepEqual(single.embeddings, [fakeEmbedding("blue", 8)]);
+  assert.deepEqual(fake.requests.map((r) => r.path), ["/api/embed", "/api/embed"]);
+  assert.deepEqual(fake.requests[0]!.body, {
+    model: "nomic-embed-text",
+    input: ["why is the sky", "blue"],
+  });
+});
+
+Deno.test("fake Ollama shortens vectors to dimensions and cuts or refuses inputs past the context", async () => {
+  await using fake = startFakeOllama({ defaults: { embeddingDimensions: 16, contextTokens: 2 } });
+  const post = (body: object) =>
+    fetch(`${fake.url}/api/embed`, { method: "POST", body: JSON.stringify(body) });
+  const short = await (await post({ model: "llama3.2", input: ["a b"], dimensions: 4 })).json();
+  assert.deepEqual(short.embeddings, [shortenEmbedding(fakeEmbedding("a b", 16), 4)]);
+  // Asking for more than the model has answers the model's own length, as Ollama does.
+  const long = await (await post({ model: "llama3.2", input: ["a b"], dimensions: 64 })).json();
+  assert.equal(long.embeddings[0].length, 16);
+  const cut = await (await post({ model: "llama3.2", input: ["a b c d"] })).json();
+  assert.deepEqual(cut.embeddings, [fakeEmbedding("a b", 16)]);
+  assert.equal(cut.prompt_eval_count, 2);
+  const refused = await post({ model: "llama3.2", input: ["a b c d"], truncate: false });
+  assert.equal(refused.status, 400);
+  assert.deepEqual(await refused.json(), { error: OLLAMA_CONTEXT_EXCEEDED });
+  const wrong = await post({ model: "llama3.2", input: [1, 2] });
+  assert.equal(wrong.status, 400);
+  assert.deepEqual(await wrong.json(), { error: "invalid input type" });
+  const missing = await post({ model: "nope", input: "x" });
+  assert.equal(missing.status, 404);
+  assert.deepEqual(await missing.json(), { error: "model 'nope' not found" });
+});
+
+Deno.test("fake Ollama serves the older /api/embeddings with one prompt", async () => {
+  await using fake = startFakeOllama({ defaults: { embeddingDimensions: 4 } });
+  const client = new Ollama({ host: fake.url });
+  const res = await client.embeddings({ model: "llama3.2", prompt: "hello there" });
+  assert.deepEqual(res.embedding, fakeEmbedding("hello there", 4));
+  assert.equal(fake.requests[0]!.path, "/api/embeddings");
+  const empty = await client.embeddings({ model: "llama3.2", prompt: "" });
+  assert.deepEqual(empty.embedding, []);
+});
+
+Deno.test("fake Ollama embed honours errors, overload and a client that goes away", async () => {
+  await using fake = startFakeOllama();
+  const client = withBehavior(fake.url, { errorStatus: 500, errorMessage: "runner died" });
+  await assert.rejects(client.embed({ model: "llama3.2", input: "x" }), {
+    name: "ResponseError",
+    status_code: 500,
+    error: "runner died",
+  });
+  const busy = withBehavior(fake.url, { overloaded: true });
+  await assert.rejects(busy.embed({ model: "llama3.2", input: "x" }), { status_code: 503 });
+  const controller = new AbortController();
+  const slow = fetch(`${fake.url}/api/embed`, {
+    method: "POST",
+    headers: { [BEHAVIOR_HEADER]: JSON.stringify({ firstTokenDelayMs: 10_000 }) },
+    body: JSON.stringify({ model: "llama3.2", input: "x" }),
+    signal: controller.signal,
+  }).catch((e) => e);
+  const received = await fake.log.waitForRequest(3);
+  controller.abort();
+  await slow;
+  assert.equal(await received.ended, "client_closed");
+});
+
+Deno.test("fake Ollama takes base64 images in chat and generate, and refuses anything else", async () => {
+  await using fake = startFakeOllama({ defaults: { reply: "a red dot" } });
+  const client = new Ollama({ host: fake.url });
+  const png = "iVBORw0KGgo=";
+  const res = await client.chat({
+    model: "llama3.2",
+    messages: [{ role: "user", content: "what is it?", images: [png] }],
+  });
+  assert.equal(res.message.content, "a red dot");
+  assert.deepEqual((fake.requests[0]!.body as { messages: unknown }).messages, [
+    { role: "user", content: "what is it?", images: [png] },
+  ]);
+  await client.generate({ model: "llama3.2", prompt: "and now?", images: [png] });
+  assert.deepEqual((fake.requests[1]!.body as { images: unknown }).images, [png]);
+  const refused = await fetch(`${fake.url}/api/chat`, {
+    method: "POST",
+    body: JSON.stringify({
+      model: "llama3.2",
+      messages: [{ role: "user", content: "x", images: [`data:image/png;base64,${png}`] }],
+    }),
+  });
+  assert.equal(refused.status, 400);
+  assert.deepEqual(await refused.json(), { error: "illegal base64 data at input byte 4" });
 });

@@ -4,24 +4,47 @@
  * same id/created on every chunk, a closing `delta:{}` with `finish_reason`, the usage chunk with
  * `choices:[]` when asked, then `data: [DONE]`) or as one JSON object, plus vLLM's `GET /health`
  * and `/version`. Faults are set per model or per request through {@linkcode BEHAVIOR_HEADER}.
+ *
+ * Embeddings: `POST /v1/embeddings` `{model, input: string | string[] | tokens, dimensions?,
+ * encoding_format?: "float" | "base64"}` → `{object:"list", data:[{object:"embedding", index,
+ * embedding}], model, usage:{prompt_tokens, total_tokens}}`; base64 is the vector's
+ * little-endian float32 bytes, as OpenAI sends them (and its SDK asks for by default). Every
+ * model embeds; each vector is {@linkcode fakeEmbedding} of its input, `embeddingDimensions`
+ * long (behaviour, per model; default 8), shortened to `dimensions` when smaller (larger is a
+ * 400). An input over the model's `contextTokens` (words) is refused with 400, except that
+ * vLLM cuts it to its last `truncate_prompt_tokens` words (-1: the context). OpenAI refuses
+ * request fields it does not know (`truncate_prompt_tokens` included); vLLM takes them.
+ *
+ * Chat content may be OpenAI's part array (`text`, `image_url` ...): parts are checked for
+ * shape, recorded as received, and only text parts count as prompt words.
  * @module
  */
 import {
   BEHAVIOR_HEADER,
   countWords,
+  DEFAULT_EMBEDDING_DIMENSIONS,
   type Exchange,
   type FakeBehavior,
+  fakeEmbedding,
   type FakeServer,
+  float32Base64,
   json,
   pacedBody,
   replyPieces,
   RequestLog,
   resolveBehavior,
   serveFake,
+  shortenEmbedding,
   sleepUnlessAborted,
 } from "./fake_model_server.ts";
 
-export { BEHAVIOR_HEADER, type FakeBehavior, type RecordedRequest } from "./fake_model_server.ts";
+export {
+  BEHAVIOR_HEADER,
+  type FakeBehavior,
+  fakeEmbedding,
+  type RecordedRequest,
+  shortenEmbedding,
+} from "./fake_model_server.ts";
 
 /** Options of {@linkcode startFakeOpenAI}. */
 export interface FakeOpenAIOptions {
@@ -67,9 +90,47 @@ function errorBody(flavor: Flavor, status: number, message: string, param: strin
   return { error: { message, type, param, code } };
 }
 
+/** The prompt's text: string contents, and the text parts of part arrays. */
 function promptText(body: Record<string, unknown>): string {
   const messages = Array.isArray(body.messages) ? body.messages : [];
-  return messages.map((m) => String((m as { content?: unknown }).content ?? "")).join(" ");
+  return messages.map((m) => {
+    const content = (m as { content?: unknown }).content;
+    if (!Array.isArray(content)) return String(content ?? "");
+    return content.map((p) => p?.type === "text" ? String(p.text ?? "") : "").join(" ");
+  }).join(" ");
+}
+
+/** The `param` of the first content part that is not in OpenAI's shape, if any. */
+function badContentPart(messages: unknown[]): string | undefined {
+  for (const [i, m] of messages.entries()) {
+    const content = (m as { content?: unknown } | null)?.content;
+    if (!Array.isArray(content)) continue;
+    for (const [j, part] of content.entries()) {
+      const p = part as { type?: unknown; text?: unknown; image_url?: { url?: unknown } } | null;
+      const ok = p?.type === "text"
+        ? typeof p.text === "string"
+        : p?.type === "image_url"
+        ? typeof p.image_url?.url === "string" && /^(https?:|data:)/.test(p.image_url.url)
+        : p?.type === "input_audio" || p?.type === "file" || p?.type === "refusal";
+      if (!ok) return `messages[${i}].content[${j}]`;
+    }
+  }
+  return undefined;
+}
+
+/** The fields OpenAI's embeddings endpoint takes; it refuses any other. */
+const OPENAI_EMBED_FIELDS = new Set(["model", "input", "encoding_format", "dimensions", "user"]);
+
+/** Embedding inputs as texts (token arrays as their numbers), or undefined when malformed. */
+function embedTexts(input: unknown): string[] | undefined {
+  const isTokens = (v: unknown) =>
+    Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t));
+  if (typeof input === "string") return [input];
+  if (isTokens(input)) return [(input as number[]).join(" ")];
+  if (!Array.isArray(input) || input.length === 0) return undefined;
+  if (input.every((i) => typeof i === "string")) return input;
+  if (input.every(isTokens)) return input.map((t) => (t as number[]).join(" "));
+  return undefined;
 }
 
 /** Starts a fake OpenAI-compatible server on 127.0.0.1 with a free port. */
@@ -121,6 +182,10 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     const model = body.model;
     if (typeof model !== "string" || !Array.isArray(body.messages)) {
       return json(errorBody(flavor, 400, "'model' and 'messages' are required", "model"), 400);
+    }
+    const badPart = badContentPart(body.messages);
+    if (badPart) {
+      return json(errorBody(flavor, 400, `Invalid content part at '${badPart}'.`, badPart), 400);
     }
     if (!models.includes(model)) {
       const message = flavor === "vllm"
@@ -253,6 +318,120 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     });
   };
 
+  const embed = async (ex: Exchange, req: Request): Promise<Response> => {
+    const body = (ex.entry.body ?? {}) as Record<string, unknown>;
+    const invalid = (message: string, param: string | null) =>
+      json(errorBody(flavor, 400, message, param), 400);
+    if (ex.entry.body === undefined) {
+      return invalid("We could not parse the JSON body of your request.", null);
+    }
+    const model = body.model;
+    if (typeof model !== "string" || model === "") {
+      return invalid("you must provide a model parameter", "model");
+    }
+    if (!models.includes(model)) {
+      const message = flavor === "vllm"
+        ? `The model \`${model}\` does not exist.`
+        : `The model \`${model}\` does not exist or you do not have access to it.`;
+      return json(errorBody(flavor, 404, message, "model"), 404);
+    }
+    if (flavor === "openai") {
+      const unknown = Object.keys(body).find((k) => !OPENAI_EMBED_FIELDS.has(k));
+      if (unknown) return invalid(`Unrecognized request argument supplied: ${unknown}`, null);
+    }
+    const texts = embedTexts(body.input);
+    if (!texts || (flavor === "openai" && texts.some((t) => t === ""))) {
+      return invalid(
+        "'$.input' is invalid. Please check the API reference: " +
+          "https://platform.openai.com/docs/api-reference.",
+        "input",
+      );
+    }
+    const format = body.encoding_format ?? "float";
+    if (format !== "float" && format !== "base64") {
+      return invalid(
+        `Invalid value for 'encoding_format': '${String(format)}'.`,
+        "encoding_format",
+      );
+    }
+    const b = resolveBehavior(
+      [options.defaults, perModel.get(model)],
+      req.headers.get(BEHAVIOR_HEADER),
+    );
+    const size = b.embeddingDimensions ?? DEFAULT_EMBEDDING_DIMENSIONS;
+    const dims = body.dimensions;
+    if (
+      dims !== undefined && dims !== null &&
+      (!Number.isInteger(dims) || (dims as number) < 1 || (dims as number) > size)
+    ) {
+      return invalid(
+        `Invalid value for 'dimensions' = ${String(dims)}. Must be between 1 and ${size}.`,
+        "dimensions",
+      );
+    }
+    const cut = flavor === "vllm" ? body.truncate_prompt_tokens : undefined;
+    if (cut !== undefined && cut !== null && (!Number.isInteger(cut) || (cut as number) < -1)) {
+      return invalid("truncate_prompt_tokens must be -1 or a positive integer", null);
+    }
+    if (b.overloaded) {
+      return json(errorBody(flavor, 503, "The server is overloaded or not ready yet."), 503);
+    }
+    if (b.errorStatus) {
+      return json(errorBody(flavor, b.errorStatus, b.errorMessage ?? "error"), b.errorStatus);
+    }
+    const wait = (b.headersDelayMs ?? 0) + (b.firstTokenDelayMs ?? 0);
+    if (!(await sleepUnlessAborted(wait, ex.signal))) return json({}, 499);
+    // vLLM keeps the last k tokens (-1: as many as the context holds).
+    const keep = cut === -1
+      ? b.contextTokens
+      : typeof cut === "number" && cut > 0
+      ? cut
+      : undefined;
+    const data = [];
+    let tokens = 0;
+    for (const [index, input] of texts.entries()) {
+      let words = input.split(/\s+/).filter((w) => w !== "");
+      let text = input;
+      if (keep !== undefined && words.length > keep) {
+        words = words.slice(words.length - keep);
+        text = words.join(" ");
+      }
+      if (b.contextTokens !== undefined && words.length > b.contextTokens) {
+        const message = flavor === "vllm"
+          ? `This model's maximum context length is ${b.contextTokens} tokens. However, you ` +
+            `requested ${words.length} tokens in the input for embedding generation. Please ` +
+            "reduce the length of the input."
+          : `This model's maximum context length is ${b.contextTokens} tokens, however you ` +
+            `requested ${words.length} tokens (${words.length} in your prompt; 0 for the ` +
+            "completion). Please reduce your prompt; or completion length.";
+        return invalid(message, flavor === "vllm" ? null : "input");
+      }
+      tokens += words.length;
+      const full = fakeEmbedding(text, size);
+      const vector = typeof dims === "number" && dims < size ? shortenEmbedding(full, dims) : full;
+      data.push({
+        object: "embedding",
+        index,
+        embedding: format === "base64" ? float32Base64(vector) : vector,
+      });
+    }
+    const usage = { prompt_tokens: tokens, total_tokens: tokens };
+    return json({
+      ...(flavor === "vllm"
+        ? {
+          id: `embd-${crypto.randomUUID().replaceAll("-", "")}`,
+          created: Math.floor(Date.now() / 1000),
+        }
+        : {}),
+      object: "list",
+      data,
+      model,
+      usage: flavor === "vllm"
+        ? { ...usage, completion_tokens: 0, prompt_tokens_details: null }
+        : usage,
+    });
+  };
+
   const handler = async (req: Request): Promise<Response> => {
     const ex = await log.record(req);
     const path = ex.entry.path;
@@ -276,6 +455,9 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     }
     if (req.method === "POST" && path === "/v1/chat/completions") {
       return done(await complete(ex, req));
+    }
+    if (req.method === "POST" && path === "/v1/embeddings") {
+      return done(await embed(ex, req));
     }
     return done(json(errorBody(flavor, 404, `Invalid URL (${req.method} ${path})`), 404));
   };

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { BEHAVIOR_HEADER, startFakeOpenAI } from "./fake_openai.ts";
+import {
+  BEHAVIOR_HEADER,
+  fakeEmbedding,
+  shortenEmbedding,
+  startFakeOpenAI,
+} from "./fake_openai.ts";
 
 const client = (url: string, extra: { apiKey?: string; behavior?: object } = {}) =>
   new OpenAI({
@@ -164,4 +169,93 @@ Deno.test("fake OpenAI abrupt disconnect is not a finished stream for the SDK", 
   })().then(() => undefined, (e) => e);
   assert.ok(err instanceof Error);
   assert.equal(await fake.requests[0]?.ended, "disconnected");
+});
+
+Deno.test("fake OpenAI embeds for the SDK, which asks for base64 floats by default", async () => {
+  await using fake = startFakeOpenAI({
+    models: ["text-embedding-3-small"],
+    perModel: { "text-embedding-3-small": { embeddingDimensions: 1536 } },
+  });
+  const res = await client(fake.url).embeddings.create({
+    model: "text-embedding-3-small",
+    input: ["the quick fox", "jumps"],
+  });
+  assert.equal((fake.requests[0]!.body as { encoding_format: string }).encoding_format, "base64");
+  assert.equal(res.object, "list");
+  assert.deepEqual(res.data.map((d) => [d.object, d.index]), [["embedding", 0], ["embedding", 1]]);
+  assert.deepEqual(res.data[0]!.embedding, fakeEmbedding("the quick fox", 1536));
+  assert.deepEqual(res.data[1]!.embedding, fakeEmbedding("jumps", 1536));
+  assert.deepEqual(res.usage, { prompt_tokens: 4, total_tokens: 4 });
+  const floats = await client(fake.url).embeddings.create({
+    model: "text-embedding-3-small",
+    input: "jumps",
+    encoding_format: "float",
+    dimensions: 256,
+  });
+  assert.deepEqual(floats.data[0]!.embedding, shortenEmbedding(fakeEmbedding("jumps", 1536), 256));
+});
+
+Deno.test("fake OpenAI refuses what OpenAI refuses on /v1/embeddings", async () => {
+  await using fake = startFakeOpenAI({ defaults: { embeddingDimensions: 8, contextTokens: 3 } });
+  const sdk = client(fake.url);
+  const refused = async (body: Record<string, unknown>, param: string | null) => {
+    const err = await sdk.embeddings.create(body as never).catch((e) => e);
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.equal(err.param, param);
+  };
+  await refused({ model: "test-model", input: "x", dimensions: 9 }, "dimensions");
+  await refused({ model: "test-model", input: "" }, "input");
+  await refused({ model: "test-model", input: "x", truncate_prompt_tokens: -1 }, null);
+  await refused({ model: "test-model", input: "a b c d" }, "input");
+  const missing = await sdk.embeddings.create({ model: "nope", input: "x" }).catch((e) => e);
+  assert.ok(missing instanceof OpenAI.NotFoundError);
+  const tokens = await sdk.embeddings.create({
+    model: "test-model",
+    input: [[1, 2], [3]],
+    encoding_format: "float",
+  });
+  assert.deepEqual(tokens.usage.prompt_tokens, 3);
+});
+
+Deno.test("fake vLLM cuts embedding inputs to their last truncate_prompt_tokens words", async () => {
+  await using fake = startFakeOpenAI({ flavor: "vllm", defaults: { contextTokens: 2 } });
+  const post = (body: object) =>
+    fetch(`${fake.url}/v1/embeddings`, { method: "POST", body: JSON.stringify(body) });
+  const cut = await (await post({
+    model: "test-model",
+    input: ["a b c"],
+    truncate_prompt_tokens: -1,
+  })).json();
+  assert.deepEqual(cut.data[0].embedding, fakeEmbedding("b c", 8));
+  assert.equal(cut.usage.prompt_tokens, 2);
+  assert.match(cut.id, /^embd-/);
+  const refused = await post({ model: "test-model", input: ["a b c"] });
+  assert.equal(refused.status, 400);
+  const body = await refused.json();
+  assert.equal(body.error.code, 400);
+  assert.match(body.error.message, /maximum context length is 2 tokens/);
+});
+
+Deno.test("fake OpenAI takes chat content parts with images and records them as sent", async () => {
+  await using fake = startFakeOpenAI({ defaults: { reply: "a dot" } });
+  const content = [
+    { type: "text" as const, text: "what is in" },
+    { type: "image_url" as const, image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } },
+    { type: "text" as const, text: "this picture" },
+  ];
+  const res = await client(fake.url).chat.completions.create({
+    model: "test-model",
+    messages: [{ role: "user", content }],
+  });
+  assert.equal(res.choices[0]?.message.content, "a dot");
+  assert.equal(res.usage?.prompt_tokens, 5);
+  assert.deepEqual((fake.requests[0]!.body as { messages: unknown }).messages, [
+    { role: "user", content },
+  ]);
+  const err = await client(fake.url).chat.completions.create({
+    model: "test-model",
+    messages: [{ role: "user", content: [{ type: "image_url", image_url: {} }] as never }],
+  }).catch((e) => e);
+  assert.ok(err instanceof OpenAI.BadRequestError);
+  assert.equal(err.param, "messages[0].content[0]");
 });

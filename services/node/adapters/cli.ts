@@ -31,6 +31,7 @@ import {
   CLI_RETRY_AFTER_SECONDS,
   profileMaxConcurrency,
 } from "../../../shared/adapter_kinds/cli.ts";
+import { kindFeatures } from "../../../shared/adapter_kinds/catalog.ts";
 import { IopError, OverloadedError } from "../../../shared/errors.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
 import { SESSION_STATE_KEY } from "../../../shared/run.ts";
@@ -49,7 +50,11 @@ import { fillArgs } from "./cli_args.ts";
 import { type RecordedGroup, recordGroup } from "./group_reaper.ts";
 import { probeCliProfiles } from "./health.ts";
 import { DEFAULT_KILL_GRACE_MS, type GroupChild, spawnGroup } from "./process_group.ts";
+import { refuseUnhonoured } from "./model_run.ts";
 import { effectivePrompt } from "./prompt.ts";
+
+/** What a profile honours (no embedding, no images, no JSON output); see `catalog.ts`. */
+const CLI_FEATURES = kindFeatures("cli")!;
 
 /** Options of {@linkcode createCliAdapter}. */
 export interface CliAdapterOptions {
@@ -361,6 +366,12 @@ export function createCliAdapter(
             `Cannot run target '${spec.target}' as CLI adapter '${name}' has no such profile`,
           ),
         );
+      }
+      try {
+        // The Edge refuses these first; this holds for any other caller.
+        refuseUnhonoured("cli", CLI_FEATURES, spec);
+      } catch (err) {
+        return Promise.reject(err);
       }
       const limit = profileMaxConcurrency(profile);
       const busy = active.get(profile.name) ?? 0;

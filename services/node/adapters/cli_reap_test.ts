@@ -42,6 +42,7 @@ function pidSink(): EventSink & { pid: Promise<number> } {
       if (text.includes("\n")) pid.resolve(Number(text.split("\n")[0]));
     },
     toolCall: () => {},
+    embedding: () => {},
     log: () => {},
   };
 }

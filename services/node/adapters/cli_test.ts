@@ -54,6 +54,7 @@ function recorder(onOutput: (text: string) => void = () => {}): Recorder {
       onOutput(text);
     },
     toolCall: () => {},
+    embedding: () => {},
     log: (stream, text) => logs.push([stream, text]),
   };
 }
@@ -472,7 +473,14 @@ test("cliAdapterFactory builds a named CLI adapter and refuses other kinds", () 
   });
   assert.equal(adapter.name, "tools");
   assert.equal(adapter.kind, "cli");
-  const mock = { tokens: 1, tokenDelayMs: 0, startDelayMs: 0, failWith: "", failRetryable: false };
+  const mock = {
+    tokens: 1,
+    tokenDelayMs: 0,
+    startDelayMs: 0,
+    failWith: "",
+    failRetryable: false,
+    embeddingDimensions: 8,
+  };
   assert.throws(
     () => cliAdapterFactory({ name: "m", enabled: true, kind: "mock", settings: mock }),
     TypeError,
@@ -600,4 +608,38 @@ test("cli refuses a prompt that would be an option, without spawning; after '--'
     profiles: [profile({ name: "raw", env, args: ["-c", GETOPTS, "argv", "-v"] })],
   }).execute(specFor({ target: "raw" }), bare, never());
   assert.equal(bare.deltas.join(""), "VERSION\n");
+});
+
+test("cli refuses an embedding run and a run with images before it starts a process", async () => {
+  const adapter = createCliAdapter("cli", { profiles: [shell("ok", "echo ran")] });
+  const sink = recorder();
+  await assert.rejects(
+    adapter.execute(specFor({ target: "ok", embed: { inputs: ["x"] } }), sink, {
+      signal: new AbortController().signal,
+    }),
+    { code: "INVALID_ARGUMENT", message: "Cannot run as embed: cli cannot embed" },
+  );
+  await assert.rejects(
+    adapter.execute(
+      specFor({
+        target: "ok",
+        messages: [{
+          role: "user",
+          content: "look",
+          parts: [{ type: "text", text: "look" }, {
+            type: "image",
+            url: "data:image/png;base64,AA==",
+          }],
+        }],
+      }),
+      sink,
+      { signal: new AbortController().signal },
+    ),
+    {
+      code: "INVALID_ARGUMENT",
+      message: "Cannot run as image (message 0, part 1): cli cannot take images",
+    },
+  );
+  assert.deepEqual(sink.deltas, []);
+  await adapter.close?.();
 });

@@ -31,28 +31,39 @@ export function specFor(partial: Partial<ExecutionSpec>): ExecutionSpec {
   return { runId: crypto.randomUUID(), ...runInput({ adapter: "", target: "", ...partial }) };
 }
 
-/** A sink that records what it receives and can announce the first delta. */
+/** A sink that records what it receives and can announce the first delta or vector. */
 export interface RecordingSink extends EventSink {
   deltas: string[];
   toolCalls: ToolCall[];
+  /** An embedding run's vectors in the order they arrived. */
+  embeddings: { index: number; values: number[] }[];
   firstDelta: Promise<void>;
+  firstEmbedding: Promise<void>;
 }
 
 /** Creates a {@linkcode RecordingSink}. */
 export function recordingSink(): RecordingSink {
   const deltas: string[] = [];
   const toolCalls: ToolCall[] = [];
+  const embeddings: { index: number; values: number[] }[] = [];
   const first = Promise.withResolvers<void>();
+  const firstVector = Promise.withResolvers<void>();
   return {
     deltas,
     toolCalls,
+    embeddings,
     firstDelta: first.promise,
+    firstEmbedding: firstVector.promise,
     output(text) {
       deltas.push(text);
       first.resolve();
     },
     toolCall: (call) => toolCalls.push(call),
     log: () => {},
+    embedding(index, values) {
+      embeddings.push({ index, values });
+      firstVector.resolve();
+    },
   };
 }
 

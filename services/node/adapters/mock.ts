@@ -8,12 +8,20 @@
  * run: `mock.tokens`, `mock.token_delay_ms`, `mock.start_delay_ms`, `mock.fail_with` (an error
  * code; empty = succeed), `mock.fail_retryable` (`true`/`false`) and `mock.fail_after` (fail after
  * emitting that many tokens; default 0, i.e. before the first).
+ *
+ * A run with images answers as if it saw them: its answer's words begin with "I see 2 images."
+ * (the count of image parts in all its messages) before the prompt's. An embedding run answers
+ * {@linkcode mockEmbedding} of each input, one vector per token slot (the same delays and
+ * `fail_after`, counted in vectors), `dimensions` long or `embedding_dimensions` by default,
+ * with the inputs' word count as its input tokens.
  * @module
  */
 import { IopError, isErrorCode } from "../../../shared/errors.ts";
-import { unhonoured } from "../../../shared/adapter_kinds/features.ts";
-import { mockFeatures } from "../../../shared/adapter_kinds/mock.ts";
+import { MAX_MOCK_EMBEDDING_DIMENSIONS, mockFeatures } from "../../../shared/adapter_kinds/mock.ts";
+import type { ChatMessage, EmbedInput } from "../../../shared/run.ts";
+import { EmbeddingRelay } from "./embedding.ts";
 import { probeMock } from "./health.ts";
+import { refuseUnhonoured } from "./model_run.ts";
 import { effectivePrompt } from "./prompt.ts";
 import type {
   Adapter,
@@ -73,6 +81,34 @@ function words(text: string): string[] {
 export function mockDeltas(prompt: string, tokens: number): string[] {
   const echo = words(prompt);
   return Array.from({ length: tokens }, (_, i) => (i === 0 ? "" : " ") + (echo[i] ?? `tok${i}`));
+}
+
+/** What the mock says first when a run's messages hold images: "I see 2 images." */
+export function mockImageNote(messages: readonly ChatMessage[]): string {
+  const n = messages.reduce(
+    (sum, m) => sum + (m.parts?.filter((p) => p.type === "image").length ?? 0),
+    0,
+  );
+  return n === 0 ? "" : `I see ${n} image${n === 1 ? "" : "s"}.`;
+}
+
+/**
+ * The mock's vector for `text`: `dimensions` values drawn from a generator seeded with the
+ * text's FNV-1a hash, scaled to length 1 and rounded to float32 (what the wire carries), so the
+ * same text always embeds to the same vector and different texts almost never do.
+ */
+export function mockEmbedding(text: string, dimensions: number): number[] {
+  let seed = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(text)) seed = Math.imul(seed ^ byte, 0x01000193);
+  const raw = Array.from({ length: dimensions }, () => {
+    // mulberry32
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
+  });
+  const norm = Math.sqrt(raw.reduce((sum, v) => sum + v * v, 0)) || 1;
+  return raw.map((v) => Math.fround(v / norm));
 }
 
 /** The full answer of the mock: its deltas concatenated. */
@@ -141,6 +177,35 @@ export function createMockAdapter(
     else if (signal.aborted) throw signal.reason;
   };
 
+  /** An embedding run: one vector per input, paced and failing like tokens. */
+  const embed = async (
+    input: EmbedInput,
+    k: RunKnobs,
+    sink: EventSink,
+    signal: AbortSignal,
+  ): Promise<ExecutionResult> => {
+    const dimensions = input.dimensions ?? settings.embeddingDimensions;
+    if (dimensions > MAX_MOCK_EMBEDDING_DIMENSIONS) {
+      throw new IopError(
+        "INVALID_ARGUMENT",
+        `Cannot embed as dimensions: mock makes at most ${MAX_MOCK_EMBEDDING_DIMENSIONS} ` +
+          `values per vector: asked for ${dimensions}`,
+      );
+    }
+    const relay = new EmbeddingRelay(sink, signal);
+    const failing = k.failWith !== "";
+    const start = clock.now();
+    for (const [index, text] of input.inputs.entries()) {
+      await waitUntil(start + k.startDelayMs + index * k.tokenDelayMs, signal);
+      if (failing && index >= k.failAfter) throw configuredFailure(k, index);
+      const later = relay.send(index, mockEmbedding(text, dimensions));
+      if (later) await later;
+    }
+    if (failing) throw configuredFailure(k, input.inputs.length);
+    const inputTokens = input.inputs.reduce((sum, text) => sum + words(text).length, 0);
+    return { finishReason: "stop", usage: { inputTokens, outputTokens: 0 } };
+  };
+
   return {
     name,
     kind: "mock",
@@ -163,15 +228,17 @@ export function createMockAdapter(
     ): Promise<ExecutionResult> {
       if (signal.aborted) throw signal.reason;
       // Echoed words are not JSON and the mock calls no tools: refuse rather than fake it.
-      const gap = unhonoured(mockFeatures, spec);
-      if (gap) {
-        throw new IopError("INVALID_ARGUMENT", `Cannot run as ${gap.field}: mock ${gap.reason}`);
-      }
+      refuseUnhonoured("mock", mockFeatures, spec);
       const k = knobs(settings, spec.metadata);
+      if (spec.embed) return await embed(spec.embed, k, sink, signal);
       const prompt = effectivePrompt(spec);
       const maxTokens = spec.sampling.maxTokens;
       const limited = maxTokens !== undefined && maxTokens < k.tokens;
-      const deltas = mockDeltas(prompt, limited ? maxTokens : k.tokens);
+      const note = mockImageNote(spec.messages);
+      const deltas = mockDeltas(
+        note ? `${note} ${prompt}` : prompt,
+        limited ? maxTokens : k.tokens,
+      );
       const failing = k.failWith !== "";
 
       const start = clock.now();

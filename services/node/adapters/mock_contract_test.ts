@@ -8,6 +8,7 @@ adapterContract("mock adapter", () => {
     startDelayMs: 0,
     failWith: "",
     failRetryable: false,
+    embeddingDimensions: 8,
   });
   return Promise.resolve({
     adapter,

@@ -1,8 +1,15 @@
 import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
 import type { EventSink, MockSettings } from "../ports.ts";
-import { specFor } from "./contract_case.ts";
-import { createMockAdapter, mockAdapterFactory, mockAnswer, type SleepFn } from "./mock.ts";
+import { recordingSink, specFor } from "./contract_case.ts";
+import {
+  createMockAdapter,
+  mockAdapterFactory,
+  mockAnswer,
+  mockEmbedding,
+  mockImageNote,
+  type SleepFn,
+} from "./mock.ts";
 
 const settings: MockSettings = {
   tokens: 4,
@@ -10,11 +17,18 @@ const settings: MockSettings = {
   startDelayMs: 0,
   failWith: "",
   failRetryable: false,
+  embeddingDimensions: 8,
 };
 
 function recorder(): EventSink & { deltas: string[] } {
   const deltas: string[] = [];
-  return { deltas, output: (t) => deltas.push(t), toolCall: () => {}, log: () => {} };
+  return {
+    deltas,
+    output: (t) => deltas.push(t),
+    toolCall: () => {},
+    log: () => {},
+    embedding: () => {},
+  };
 }
 
 /** A fake clock whose sleep advances time at once and records each requested wait. */
@@ -224,4 +238,113 @@ Deno.test("mock refuses a JSON output format and a forced tool call instead of f
     run,
   );
   assert.equal(sink.deltas.join(""), mockAnswer("hi", settings.tokens));
+});
+
+Deno.test("mock embeds each input to the same unit vector every time, in input order", async () => {
+  const adapter = createMockAdapter("mock", settings);
+  const sink = recordingSink();
+  const spec = specFor({ embed: { inputs: ["hello world", "bye", "hello world"] } });
+  const result = await adapter.execute(spec, sink, run);
+  assert.deepEqual(sink.embeddings.map((e) => e.index), [0, 1, 2]);
+  assert.deepEqual(sink.embeddings.map((e) => e.values.length), [8, 8, 8]);
+  assert.deepEqual(sink.embeddings[0]!.values, mockEmbedding("hello world", 8));
+  assert.deepEqual(sink.embeddings[2]!.values, sink.embeddings[0]!.values);
+  assert.notDeepEqual(sink.embeddings[1]!.values, sink.embeddings[0]!.values);
+  const norm = Math.hypot(...sink.embeddings[1]!.values);
+  assert.ok(Math.abs(norm - 1) < 1e-6, `norm ${norm}`);
+  // Values are float32 already, so the wire carries them unchanged.
+  assert.ok(sink.embeddings[1]!.values.every((v) => Math.fround(v) === v));
+  assert.deepEqual(result, { finishReason: "stop", usage: { inputTokens: 5, outputTokens: 0 } });
+  assert.deepEqual(sink.deltas, []);
+});
+
+Deno.test("mock embeds to the dimensions asked for, else to its embeddingDimensions setting", async () => {
+  const sink = recordingSink();
+  await createMockAdapter("mock", settings).execute(
+    specFor({ embed: { inputs: ["a"], dimensions: 3 } }),
+    sink,
+    run,
+  );
+  await createMockAdapter("mock", { ...settings, embeddingDimensions: 5 }).execute(
+    specFor({ embed: { inputs: ["a"] } }),
+    sink,
+    run,
+  );
+  assert.deepEqual(sink.embeddings.map((e) => e.values.length), [3, 5]);
+  await assert.rejects(
+    createMockAdapter("mock", settings).execute(
+      specFor({ embed: { inputs: ["a"], dimensions: 100_000 } }),
+      sink,
+      run,
+    ),
+    { code: "INVALID_ARGUMENT", message: /^Cannot embed as dimensions: mock makes at most 65536/ },
+  );
+});
+
+Deno.test("mock paces and fails embedding runs like tokens, one vector per slot", async () => {
+  const time = fakeTime();
+  const adapter = createMockAdapter(
+    "mock",
+    { ...settings, startDelayMs: 500, tokenDelayMs: 100 },
+    { clock: time.clock, sleep: time.sleep },
+  );
+  const sink = recordingSink();
+  await adapter.execute(specFor({ embed: { inputs: ["a", "b", "c"] } }), sink, run);
+  assert.deepEqual(time.waits, [500, 100, 100]);
+  const failing = recordingSink();
+  await assert.rejects(
+    adapter.execute(
+      specFor({
+        embed: { inputs: ["a", "b", "c"] },
+        metadata: { "mock.fail_with": "OVERLOADED", "mock.fail_after": "2" },
+      }),
+      failing,
+      run,
+    ),
+    { code: "OVERLOADED" },
+  );
+  assert.deepEqual(failing.embeddings.map((e) => e.index), [0, 1]);
+});
+
+Deno.test({
+  name: "mock cancelled mid-embed rejects with the reason and relays nothing after",
+  sanitizeOps: true,
+}, async () => {
+  const adapter = createMockAdapter("mock", { ...settings, tokenDelayMs: 10_000 });
+  const controller = new AbortController();
+  const sink = recordingSink();
+  const execution = adapter.execute(
+    specFor({ embed: { inputs: ["a", "b", "c"] } }),
+    sink,
+    { signal: controller.signal },
+  );
+  await sink.firstEmbedding;
+  const reason = new Error("user cancelled");
+  controller.abort(reason);
+  await assert.rejects(execution, (e) => e === reason);
+  assert.deepEqual(sink.embeddings.map((e) => e.index), [0]);
+});
+
+Deno.test("mock says how many images it was shown before echoing the prompt", async () => {
+  const adapter = createMockAdapter("mock", { ...settings, tokens: 6 });
+  const sink = recorder();
+  const image = { type: "image" as const, url: "data:image/png;base64,iVBORw0KGgo=" };
+  await adapter.execute(
+    specFor({
+      messages: [
+        { role: "user", content: "first", parts: [{ type: "text", text: "first" }, image] },
+        { role: "assistant", content: "ok" },
+        {
+          role: "user",
+          content: "what now",
+          parts: [image, { type: "text", text: "what now" }, { ...image, url: "https://x/y.png" }],
+        },
+      ],
+    }),
+    sink,
+    run,
+  );
+  assert.equal(sink.deltas.join(""), "I see 3 images. what now");
+  assert.equal(mockImageNote([{ role: "user", content: "", parts: [image] }]), "I see 1 image.");
+  assert.equal(mockImageNote([{ role: "user", content: "plain" }]), "");
 });

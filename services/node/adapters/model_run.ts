@@ -47,12 +47,14 @@ export async function guardedRun(
     idleTimeoutMs: settings.idleTimeoutMs,
     totalTimeoutMs: spec.timeoutMs,
   });
-  const span = startSpan(`chat ${spec.target}`, {
+  // OpenTelemetry's GenAI operation names: "chat", or "embeddings" for an embedding run.
+  const operation = spec.embed ? "embeddings" : "chat";
+  const span = startSpan(`${operation} ${spec.target}`, {
     role: "client",
     parent: spec.traceParent,
     state: spec.traceState,
     attributes: {
-      "gen_ai.operation.name": "chat",
+      "gen_ai.operation.name": operation,
       "gen_ai.request.model": spec.target,
       "iop.adapter": ctx.name,
       "iop.adapter.kind": ctx.kind,
@@ -137,5 +139,13 @@ export function refuseUnhonoured(
 ): void {
   const gap = unhonoured(features, spec);
   if (!gap) return;
-  throw new IopError("INVALID_ARGUMENT", `Cannot run as ${gap.field}: ${kind} ${gap.reason}`);
+  const where = gap.index === undefined
+    ? ""
+    : gap.part === undefined
+    ? ` (message ${gap.index})`
+    : ` (message ${gap.index}, part ${gap.part})`;
+  throw new IopError(
+    "INVALID_ARGUMENT",
+    `Cannot run as ${gap.field}${where}: ${kind} ${gap.reason}`,
+  );
 }

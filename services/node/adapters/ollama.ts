@@ -1,14 +1,16 @@
 /**
  * The `ollama` adapter: runs models on an Ollama server through its native API — `/api/chat`
- * for conversations, `/api/generate` for prompt-only runs — streaming NDJSON, and reads what is
- * runnable from `/api/tags` and health from `/api/version`.
+ * for conversations, `/api/generate` for prompt-only runs — streaming NDJSON, embeds through
+ * `/api/embed`, and reads what is runnable from `/api/tags` and health from `/api/version`.
+ * Images travel as Ollama wants them, base64 bytes in a message's `images`: the adapter takes
+ * them from `data:` URLs and never fetches a link (such a run is refused).
  * @module
  */
 import { IopError } from "../../../shared/errors.ts";
 import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
 import { httpModelFeatures } from "../../../shared/adapter_kinds/http_model.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
-import type { OutputFormat } from "../../../shared/run.ts";
+import type { EmbedInput, OutputFormat } from "../../../shared/run.ts";
 import { traceIdOf } from "../../../shared/trace_context.ts";
 import type {
   Adapter,
@@ -20,6 +22,7 @@ import type {
   HttpModelSettings,
   ToolCall,
 } from "../ports.ts";
+import { checkedVectors, EmbeddingRelay } from "./embedding.ts";
 import { probeOllama } from "./health.ts";
 import { Http1Client } from "./http1_client.ts";
 import { LineDecoder, postJson, readBody, readJson, type RequestGuard } from "./http_stream.ts";
@@ -58,15 +61,53 @@ function parseArguments(text: string): unknown {
   }
 }
 
+/** Ollama's answer of `/api/embed`. */
+interface OllamaEmbedAnswer {
+  embeddings?: unknown;
+  prompt_eval_count?: number;
+}
+
+/** A `data:` URL's base64 payload: `data:<mime>;base64,<payload>`. */
+const BASE64_DATA_URL = /^data:[^,;]*(?:;[^,;]*)*;base64,(.*)$/s;
+
 /**
- * A chat message in Ollama's shape. A tool result names its tool (`tool_name`); one that came
- * with only the id of the call it answers (an OpenAI client) takes the name of that call.
+ * The base64 images of message `index` for Ollama's `images`. Links were refused before (the
+ * kind takes `data:` URLs only); a `data:` URL that is not base64 is refused here.
  */
-function ollamaMessage(m: ChatMessage, callNames: Map<string, string>): Record<string, unknown> {
+function imagesOf(m: ChatMessage, index: number): string[] {
+  const images: string[] = [];
+  for (const [part, p] of (m.parts ?? []).entries()) {
+    if (p.type !== "image") continue;
+    const payload = BASE64_DATA_URL.exec(p.url)?.[1];
+    if (payload === undefined) {
+      throw new IopError(
+        "INVALID_ARGUMENT",
+        `Cannot run as image (message ${index}, part ${part}): ollama takes images as base64 ` +
+          "data: URLs only",
+      );
+    }
+    images.push(payload);
+  }
+  return images;
+}
+
+/**
+ * A chat message in Ollama's shape: `content` is the text (of the text parts, when there are
+ * parts) and `images` the base64 of its images. A tool result names its tool (`tool_name`); one
+ * that came with only the id of the call it answers (an OpenAI client) takes the name of that
+ * call.
+ */
+function ollamaMessage(
+  m: ChatMessage,
+  index: number,
+  callNames: Map<string, string>,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {
     role: m.role === "developer" ? "system" : m.role,
     content: m.content,
   };
+  const images = imagesOf(m, index);
+  if (images.length > 0) out.images = images;
   if (m.toolCalls?.length) {
     out.tool_calls = m.toolCalls.map((c) => ({
       function: { name: c.name, arguments: parseArguments(c.arguments) },
@@ -130,7 +171,7 @@ function requestFor(
   const names = toolCallNames(spec.messages);
   const body: Record<string, unknown> = {
     model: spec.target,
-    messages: spec.messages.map((m) => ollamaMessage(m, names)),
+    messages: spec.messages.map((m, i) => ollamaMessage(m, i, names)),
     stream,
     options,
     ...format,
@@ -185,6 +226,16 @@ class ChunkReader {
   }
 }
 
+/** The `/api/embed` body: Ollama reads `truncate` (its default: true) and `dimensions`. */
+function embedBody(model: string, embed: EmbedInput): Record<string, unknown> {
+  return {
+    model,
+    input: embed.inputs,
+    ...(embed.truncate !== undefined ? { truncate: embed.truncate } : {}),
+    ...(embed.dimensions !== undefined ? { dimensions: embed.dimensions } : {}),
+  };
+}
+
 function parseLine(line: string): OllamaChunk {
   try {
     return JSON.parse(line) as OllamaChunk;
@@ -214,6 +265,17 @@ export function createOllamaAdapter(
   const execute = (spec: ExecutionSpec, sink: EventSink, { signal }: { signal: AbortSignal }) =>
     guardedRun(ctx, spec, settings, signal, async (guard) => {
       refuseUnhonoured("ollama", FEATURES, spec);
+      if (spec.embed) {
+        const url = `${base}/api/embed`;
+        const res = await postJson(url, embedBody(spec.target, spec.embed), guard, { client });
+        const answer = (await readJson(res, guard, url) ?? {}) as OllamaEmbedAnswer;
+        const vectors = checkedVectors(answer.embeddings, spec.embed, "Ollama");
+        await new EmbeddingRelay(sink, signal).sendAll(vectors);
+        return {
+          finishReason: "stop",
+          usage: { inputTokens: answer.prompt_eval_count ?? 0, outputTokens: 0 },
+        };
+      }
       const stream = spec.wholeAnswer !== true;
       const { path, body } = requestFor(spec, stream, ctx.logger);
       const url = base + path;

@@ -1,8 +1,11 @@
 /**
  * The `openai_compat` adapter: runs models on any server speaking OpenAI's Chat Completions
- * (`POST /v1/chat/completions`, SSE with `stream_options.include_usage`), lists them from
- * `GET /v1/models`, and sends the API key as a Bearer token that is never logged.
- * The `vllm` adapter is this one with vLLM's health endpoint (see `vllm.ts`).
+ * (`POST /v1/chat/completions`, SSE with `stream_options.include_usage`), embeds through
+ * `POST /v1/embeddings`, lists models from `GET /v1/models`, and sends the API key as a Bearer
+ * token that is never logged. A message with images goes as OpenAI's content-part array
+ * (`text` and `image_url` parts, in order); the server fetches any link itself.
+ * The `vllm` adapter is this one with vLLM's health endpoint and its truncation field (see
+ * `vllm.ts`).
  * @module
  */
 import { IopError } from "../../../shared/errors.ts";
@@ -10,7 +13,7 @@ import { httpModelFeatures } from "../../../shared/adapter_kinds/http_model.ts";
 import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
 import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
-import type { OutputFormat, ToolChoice } from "../../../shared/run.ts";
+import type { ContentPart, EmbedInput, OutputFormat, ToolChoice } from "../../../shared/run.ts";
 import { traceIdOf } from "../../../shared/trace_context.ts";
 import type {
   Adapter,
@@ -21,6 +24,7 @@ import type {
   ExecutionSpec,
   HttpModelSettings,
 } from "../ports.ts";
+import { checkedVectors, EmbeddingRelay, float32FromBase64 } from "./embedding.ts";
 import { probeOpenAICompat, probeVllm } from "./health.ts";
 import { Http1Client } from "./http1_client.ts";
 import {
@@ -66,8 +70,24 @@ interface WireChunk {
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
 }
 
+/** OpenAI's answer of `/v1/embeddings`. */
+interface WireEmbeddings {
+  data?: { index?: number; embedding?: unknown }[];
+  usage?: { prompt_tokens?: number } | null;
+}
+
+/** One content part in OpenAI's shape. */
+function wirePart(p: ContentPart): Record<string, unknown> {
+  if (p.type === "text") return { type: "text", text: p.text };
+  return {
+    type: "image_url",
+    image_url: p.detail !== undefined ? { url: p.url, detail: p.detail } : { url: p.url },
+  };
+}
+
 function wireMessage(m: ChatMessage): Record<string, unknown> {
-  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  const content = m.parts?.length ? m.parts.map(wirePart) : m.content;
+  const out: Record<string, unknown> = { role: m.role, content };
   if (m.role === "tool") out.tool_call_id = m.toolCallId ?? "";
   if (m.name && m.role !== "tool") out.name = m.name;
   if (m.toolCalls?.length) {
@@ -200,6 +220,58 @@ class CompletionReader {
   }
 }
 
+/**
+ * The `/v1/embeddings` body. OpenAI's API has no truncation: an input longer than the context
+ * fails, which is `truncate: false`; `true` is refused before (see `embedRefusal`). vLLM reads
+ * `truncate_prompt_tokens`, where -1 cuts to the model's own limit (keeping the last tokens).
+ */
+function embedBody(
+  model: string,
+  embed: EmbedInput,
+  kind: "openai_compat" | "vllm",
+): Record<string, unknown> {
+  const body: Record<string, unknown> = { model, input: embed.inputs, encoding_format: "float" };
+  if (embed.dimensions !== undefined) body.dimensions = embed.dimensions;
+  if (kind === "vllm" && embed.truncate === true) body.truncate_prompt_tokens = -1;
+  return body;
+}
+
+/** Why this kind cannot run `embed`, or undefined when it can. */
+function embedRefusal(embed: EmbedInput, kind: "openai_compat" | "vllm"): IopError | undefined {
+  if (kind === "vllm" || embed.truncate !== true) return undefined;
+  return new IopError(
+    "INVALID_ARGUMENT",
+    "Cannot run as truncate: openai_compat cannot cut an input to the model's context " +
+      "(OpenAI's embeddings API has no such field; a longer input fails instead)",
+  );
+}
+
+/** The vectors of an embeddings answer in input order, whatever order `data` lists them in. */
+function vectorsOf(answer: WireEmbeddings, embed: EmbedInput): number[][] {
+  const data = Array.isArray(answer.data) ? answer.data : [];
+  const vectors: unknown[] = [];
+  for (const item of data) {
+    const index = item?.index;
+    if (
+      typeof index !== "number" || !Number.isInteger(index) || index < 0 ||
+      index >= embed.inputs.length || vectors[index] !== undefined
+    ) {
+      throw new IopError(
+        "BACKEND_ERROR",
+        `Model server answered an embedding with a missing, repeated or unknown index ${index}`,
+      );
+    }
+    // A server that ignores encoding_format may still answer base64.
+    const values = item.embedding;
+    vectors[index] = typeof values === "string" ? float32FromBase64(values) : values;
+  }
+  return checkedVectors(
+    data.length === embed.inputs.length ? vectors : data,
+    embed,
+    "Model server",
+  );
+}
+
 function parseData(data: string): WireChunk {
   try {
     return JSON.parse(data) as WireChunk;
@@ -236,6 +308,19 @@ export function createOpenAICompatAdapter(
     guardedRun(ctx, spec, settings, signal, async (guard) => {
       refuseUnhonoured(kind, features, spec);
       const secret = apiKeyOf(settings);
+      if (spec.embed) {
+        const refusal = embedRefusal(spec.embed, kind);
+        if (refusal) throw refusal;
+        const url = `${root}/v1/embeddings`;
+        const body = embedBody(spec.target, spec.embed, kind);
+        const res = await postJson(url, body, guard, { client, headers: headers(), secret });
+        const answer = (await readJson(res, guard, url) ?? {}) as WireEmbeddings;
+        await new EmbeddingRelay(sink, signal).sendAll(vectorsOf(answer, spec.embed));
+        return {
+          finishReason: "stop",
+          usage: { inputTokens: answer.usage?.prompt_tokens ?? 0, outputTokens: 0 },
+        };
+      }
       const stream = spec.wholeAnswer !== true;
       const url = `${root}/v1/chat/completions`;
       const body = requestBody(spec, stream, features, ctx.logger);

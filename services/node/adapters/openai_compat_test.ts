@@ -7,6 +7,7 @@ import { createOpenAICompatAdapter } from "./openai_compat.ts";
 
 httpAdapterCases("openai_compat", {
   model: "test-model",
+  embedPath: "/v1/embeddings",
   startFake: () => startFakeOpenAI(),
   create: (settings) => createOpenAICompatAdapter("openai", settings),
 });
@@ -128,7 +129,8 @@ Deno.test("openai_compat refuses a tool result without the id of its call, befor
     {
       name: "IopError",
       code: "INVALID_ARGUMENT",
-      message: /^Cannot run as tool_result: openai_compat needs the id of the tool call/,
+      message:
+        /^Cannot run as tool_result \(message 1\): openai_compat needs the id of the tool call/,
     },
   );
   assert.equal(fake.requests.length, 0);
@@ -280,4 +282,91 @@ Deno.test("openai_compat capabilities list /v1/models and fall back to configure
   assert.deepEqual(fallback.targets, ["fallback"]);
   assert.equal(fallback.healthy, false);
   assert.match(fallback.detail, /401/);
+});
+
+Deno.test("openai_compat asks /v1/embeddings for float vectors, with dimensions and the key", async () => {
+  await using fake = startFakeOpenAI({ apiKey: "sk-e", defaults: { embeddingDimensions: 64 } });
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url, { apiKey: "sk-e" }));
+  const sink = recordingSink();
+  const result = await adapter.execute(
+    specFor({ target: "test-model", embed: { inputs: ["x y", "z"], dimensions: 32 } }),
+    sink,
+    { signal: never() },
+  );
+  const sent = fake.requests[0]!;
+  assert.equal(sent.headers.authorization, "Bearer sk-e");
+  assert.deepEqual(sent.body, {
+    model: "test-model",
+    input: ["x y", "z"],
+    encoding_format: "float",
+    dimensions: 32,
+  });
+  assert.deepEqual(sink.embeddings.map((e) => [e.index, e.values.length]), [[0, 32], [1, 32]]);
+  assert.deepEqual(result.usage, { inputTokens: 3, outputTokens: 0 });
+});
+
+Deno.test("openai_compat refuses truncate: true before any request, and sends truncate: false as OpenAI's default", async () => {
+  await using fake = startFakeOpenAI();
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
+  const err = await rejectsWith(
+    adapter.execute(
+      specFor({ target: "test-model", embed: { inputs: ["x"], truncate: true } }),
+      recordingSink(),
+      { signal: never() },
+    ),
+    "INVALID_ARGUMENT",
+  );
+  assert.match(err.message, /^Cannot run as truncate: openai_compat cannot cut/);
+  assert.equal(err.retryable, false);
+  assert.equal(fake.requests.length, 0);
+  const sink = recordingSink();
+  await adapter.execute(
+    specFor({ target: "test-model", embed: { inputs: ["x"], truncate: false } }),
+    sink,
+    { signal: never() },
+  );
+  // The real OpenAI refuses fields it does not know; the fake does too.
+  assert.deepEqual(Object.keys(fake.requests[0]!.body as object).sort(), [
+    "encoding_format",
+    "input",
+    "model",
+  ]);
+  assert.equal(sink.embeddings.length, 1);
+});
+
+Deno.test("openai_compat sends a message with images as OpenAI's content parts, in order", async () => {
+  await using fake = startFakeOpenAI({ defaults: { reply: "two cats" } });
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
+  const sink = recordingSink();
+  const result = await adapter.execute(
+    chat({
+      messages: [{
+        role: "user",
+        content: "compare\nplease",
+        parts: [
+          { type: "text", text: "compare" },
+          { type: "image", url: "https://example.com/a.png", detail: "high" },
+          { type: "image", url: "data:image/png;base64,iVBORw0KGgo=" },
+          { type: "text", text: "please" },
+        ],
+      }, { role: "assistant", content: "ok" }],
+    }),
+    sink,
+    { signal: never() },
+  );
+  assert.deepEqual((fake.requests[0]!.body as { messages: unknown }).messages, [
+    {
+      role: "user",
+      content: [
+        { type: "text", text: "compare" },
+        { type: "image_url", image_url: { url: "https://example.com/a.png", detail: "high" } },
+        { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } },
+        { type: "text", text: "please" },
+      ],
+    },
+    { role: "assistant", content: "ok" },
+  ]);
+  assert.equal(sink.deltas.join(""), "two cats");
+  // Only the text parts are prompt words.
+  assert.equal(result.usage?.inputTokens, 3);
 });

@@ -10,6 +10,7 @@ const mock: MockSettings = {
   startDelayMs: 0,
   failWith: "",
   failRetryable: false,
+  embeddingDimensions: 8,
 };
 const factories: AdapterFactories = { mock: mockAdapterFactory, cli: cliAdapterFactory };
 

@@ -1,7 +1,9 @@
 /**
  * The `vllm` adapter: the OpenAI-compatible adapter pointed at a vLLM server, healthy only while
  * `GET /health` answers 200 (503 means the engine died). vLLM's extra sampling fields
- * (`top_k`, `min_p`, `repetition_penalty`) travel in `sampling.extra` into the request body.
+ * (`top_k`, `min_p`, `repetition_penalty`) travel in `sampling.extra` into the request body;
+ * an embedding run with `truncate: true` asks for `truncate_prompt_tokens: -1` (cut to the
+ * model's limit, keeping the last tokens).
  * @module
  */
 import type { Adapter, HttpModelSettings } from "../ports.ts";

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { createLogger } from "../../../shared/log.ts";
-import { startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
+import { fakeEmbedding, startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
 import { recordingSink, specFor } from "./contract_case.ts";
 import { httpAdapterCases, never, settingsFor } from "./http_adapter_cases.ts";
 import { createVllmAdapter } from "./vllm.ts";
 
 httpAdapterCases("vllm", {
   model: "Qwen/Qwen3-8B",
+  embedPath: "/v1/embeddings",
   startFake: () => startFakeOpenAI({ flavor: "vllm", models: ["Qwen/Qwen3-8B"] }),
   create: (settings) => createVllmAdapter("gpu-vllm", settings),
 });
@@ -82,4 +83,27 @@ Deno.test("vllm sends its api key and reads vLLM's plain Unauthorized answer", a
   ).catch((e) => e);
   assert.equal(err.code, "UNAUTHENTICATED");
   assert.equal(err.message, "Unauthorized");
+});
+
+Deno.test("vllm asks for truncate_prompt_tokens -1 on truncate: true, and cuts to the model's context", async () => {
+  await using fake = startFakeOpenAI({ flavor: "vllm", defaults: { contextTokens: 2 } });
+  const adapter = createVllmAdapter("gpu-vllm", settingsFor(fake.url));
+  const sink = recordingSink();
+  const result = await adapter.execute(
+    specFor({ target: "test-model", embed: { inputs: ["one two three"], truncate: true } }),
+    sink,
+    { signal: never() },
+  );
+  assert.equal((fake.requests[0]!.body as Record<string, unknown>).truncate_prompt_tokens, -1);
+  // vLLM keeps the last tokens.
+  assert.deepEqual(sink.embeddings, [{ index: 0, values: fakeEmbedding("two three", 8) }]);
+  assert.deepEqual(result.usage, { inputTokens: 2, outputTokens: 0 });
+  const err = await adapter.execute(
+    specFor({ target: "test-model", embed: { inputs: ["one two three"], truncate: false } }),
+    recordingSink(),
+    { signal: never() },
+  ).catch((e) => e);
+  assert.equal(err.code, "INVALID_ARGUMENT");
+  assert.match(err.message, /maximum context length is 2 tokens/);
+  assert.ok(!("truncate_prompt_tokens" in (fake.requests[1]!.body as object)));
 });
