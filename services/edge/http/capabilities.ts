@@ -11,6 +11,7 @@
 import { kindFeatures } from "../../../shared/adapter_kinds/catalog.ts";
 import { type RunFeatures, unhonoured } from "../../../shared/adapter_kinds/features.ts";
 import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
+import type { RunInput } from "../../../shared/run.ts";
 import type { EdgeConfig, ModelCapability } from "../config.ts";
 import { FieldError } from "./json_fields.ts";
 import type { ResolvedModel } from "./model_resolver.ts";
@@ -79,6 +80,43 @@ export function checkFeatures(
         gap.reason,
     );
   }
+}
+
+/**
+ * Throws a {@linkcode FieldError} (400) when `run` asks `model` for what its operator did not
+ * declare in `models[].capabilities`: an embedding run without `embeddings`, a chat run without
+ * `chat` (both naming `model`), an image without `vision` (naming the image by `fields`). Runs
+ * before {@linkcode checkFeatures}: what the model is for comes before what its backends carry.
+ */
+export function checkDeclared(
+  model: ResolvedModel,
+  run: Pick<RunInput, "messages" | "embed">,
+  fields: Pick<FeatureFields, "image">,
+): void {
+  const declared = model.capabilities;
+  if (run.embed) {
+    if (!declared.includes("embeddings")) throw undeclared(model, "embed with", "embeddings");
+    return;
+  }
+  if (!declared.includes("chat")) throw undeclared(model, "chat with", "chat");
+  if (declared.includes("vision")) return;
+  for (const [index, m] of run.messages.entries()) {
+    const part = m.parts?.findIndex((p) => p.type === "image") ?? -1;
+    if (part >= 0) throw undeclared(model, "send an image to", "vision", fields.image(index, part));
+  }
+}
+
+function undeclared(
+  model: ResolvedModel,
+  action: string,
+  capability: ModelCapability,
+  param = "model",
+): FieldError {
+  return new FieldError(
+    param,
+    `${param}: cannot ${action} model '${model.name}' as it does not declare ${capability} ` +
+      `(its models[].capabilities: ${model.capabilities.join(", ")})`,
+  );
 }
 
 /** What a model's requests may ask for: what every kind that may serve it honours. */

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { parseEdgeConfig } from "../config.ts";
-import { checkFeatures, type FeatureFields, kindsOf, modelFeatures } from "./capabilities.ts";
+import {
+  checkDeclared,
+  checkFeatures,
+  type FeatureFields,
+  kindsOf,
+  modelFeatures,
+} from "./capabilities.ts";
 import { FieldError } from "./json_fields.ts";
 import { resolveModel } from "./model_resolver.ts";
 
@@ -28,6 +34,27 @@ const config = parseEdgeConfig({
     { name: "cloud", route: "pool" },
     { name: "shell", route: "direct", adapter: "sh", target: "echo" },
     { name: "mocked", route: "direct", adapter: "mock", target: "echo" },
+    {
+      name: "embedder",
+      route: "direct",
+      adapter: "oa",
+      target: "emb",
+      capabilities: ["embeddings"],
+    },
+    {
+      name: "seer",
+      route: "direct",
+      adapter: "ollama",
+      target: "llava",
+      capabilities: ["chat", "vision"],
+    },
+    {
+      name: "shell-seer",
+      route: "direct",
+      adapter: "sh",
+      target: "echo",
+      capabilities: ["chat", "vision", "embeddings"],
+    },
   ],
 }, "edge.yaml");
 
@@ -115,4 +142,70 @@ Deno.test("modelFeatures lists what every kind serving a model honours", () => {
     parallel_tool_calls: true,
     capabilities: ["chat"],
   });
+});
+
+const PNG_URL = "data:image/png;base64,iVBORw0KGgo=";
+const withImage = (url: string) => ({
+  messages: [
+    { role: "system" as const, content: "s" },
+    {
+      role: "user" as const,
+      content: "look",
+      parts: [{ type: "text" as const, text: "look" }, { type: "image" as const, url }],
+    },
+  ],
+});
+
+function undeclared(name: string, run: Parameters<typeof checkDeclared>[1], param: string) {
+  assert.throws(() => checkDeclared(model(name), run, FIELDS), (err: unknown) => {
+    assert.ok(err instanceof FieldError);
+    assert.equal(err.code, "INVALID_ARGUMENT");
+    assert.equal(err.param, param);
+    return true;
+  });
+}
+
+Deno.test("checkDeclared refuses what the model does not declare: chat, embeddings or images", () => {
+  undeclared("embedder", { messages: [{ role: "user", content: "hi" }] }, "model");
+  assert.throws(
+    () => checkDeclared(model("embedder"), { messages: [] }, FIELDS),
+    (err: unknown) =>
+      err instanceof Error && err.message ===
+        "model: cannot chat with model 'embedder' as it does not declare chat " +
+          "(its models[].capabilities: embeddings)",
+  );
+  undeclared("cloud", { messages: [], embed: { inputs: ["x"] } }, "model");
+  undeclared("cloud", withImage(PNG_URL), "messages[1].content[1]");
+  checkDeclared(model("embedder"), { messages: [], embed: { inputs: ["x"] } }, FIELDS);
+  checkDeclared(model("seer"), withImage(PNG_URL), FIELDS);
+  checkDeclared(model("cloud"), { messages: [{ role: "user", content: "hi" }] }, FIELDS);
+});
+
+Deno.test("checkFeatures refuses an image link to Ollama, any image or embedding to a CLI", () => {
+  refused(
+    "seer",
+    withImage("https://img.example/cat.png"),
+    "messages[1].content[1]",
+    "messages[1].content[1]: model 'seer' is served by an ollama adapter, which takes images as " +
+      "data: URLs (base64) only, not as links",
+  );
+  checkFeatures(config, model("seer"), withImage(PNG_URL), FIELDS);
+  refused(
+    "shell-seer",
+    withImage(PNG_URL),
+    "messages[1].content[1]",
+    "messages[1].content[1]: model 'shell-seer' is served by a cli adapter, which cannot take images",
+  );
+  refused(
+    "shell-seer",
+    { messages: [], embed: { inputs: ["x"] } },
+    "input",
+    "input: model 'shell-seer' is served by a cli adapter, which cannot embed",
+  );
+});
+
+Deno.test("modelFeatures lists only the declared capabilities every kind serving the model has", () => {
+  assert.deepEqual(modelFeatures(config, model("embedder")).capabilities, ["embeddings"]);
+  assert.deepEqual(modelFeatures(config, model("seer")).capabilities, ["chat", "vision"]);
+  assert.deepEqual(modelFeatures(config, model("shell-seer")).capabilities, ["chat"]);
 });

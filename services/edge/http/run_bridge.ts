@@ -29,7 +29,10 @@ export class RunTap extends AsyncQueue<RunEvent> {
   readonly #answering = Promise.withResolvers<void>();
   #started = false;
 
-  /** Resolves at the first output, tool call or completion; rejects if the run failed first. */
+  /**
+   * Resolves at the first output, tool call, embedding or completion; rejects if the run failed
+   * first.
+   */
   get answering(): Promise<void> {
     return this.#answering.promise;
   }
@@ -41,7 +44,10 @@ export class RunTap extends AsyncQueue<RunEvent> {
         this.#answering.reject(failure);
         return;
       }
-      if (event.type === "output" || event.type === "tool_call" || event.type === "completed") {
+      const type = event.type;
+      if (
+        type === "output" || type === "tool_call" || type === "embedding" || type === "completed"
+      ) {
         this.#started = true;
         this.#answering.resolve();
       }
@@ -73,6 +79,8 @@ export async function startRun(
 ): Promise<StartedRun> {
   const lease = service.tenants.admit(caller);
   const handle = await holdLease(lease, service.submitRun(submission, { signal, tenant: lease }));
+  // A client gone while the run was being sent aborted before the service listened for it.
+  if (signal.aborted) handle.cancel("client went away");
   const events = new RunTap();
   handle.subscribe((event) => events.push(event));
   await events.answering;
@@ -160,6 +168,76 @@ export async function collectAnswer(events: AsyncIterable<RunEvent>): Promise<Ru
     }
   }
   throw new IopError("INTERNAL", "The run ended without a terminal event");
+}
+
+/** A finished embedding run: one vector per input, in input order, and the input tokens. */
+export interface EmbeddingAnswer {
+  vectors: number[][];
+  inputTokens: number;
+}
+
+/**
+ * Reads an embedding run of `inputs` inputs to its end; throws the run's error when it failed
+ * or was cancelled, and INTERNAL when it did not answer exactly one vector per input.
+ */
+export async function collectEmbeddings(
+  events: AsyncIterable<RunEvent>,
+  inputs: number,
+): Promise<EmbeddingAnswer> {
+  const vectors: number[][] = new Array(inputs);
+  let answered = 0;
+  let usage: Usage | undefined;
+  for await (const event of events) {
+    switch (event.type) {
+      case "embedding":
+        if (event.index >= inputs || vectors[event.index] !== undefined) {
+          throw new IopError(
+            "INTERNAL",
+            `Cannot answer the embedding run as its backend sent vector ${event.index} ` +
+              `${event.index >= inputs ? `for ${inputs} inputs` : "twice"}`,
+          );
+        }
+        vectors[event.index] = event.values;
+        answered++;
+        break;
+      case "usage":
+        usage = event.usage;
+        break;
+      case "completed":
+        if (answered !== inputs) {
+          throw new IopError(
+            "INTERNAL",
+            `Cannot answer the embedding run as its backend sent ${answered} vectors for ` +
+              `${inputs} inputs`,
+          );
+        }
+        return { vectors, inputTokens: (event.usage ?? usage)?.inputTokens ?? 0 };
+      case "failed":
+      case "cancelled":
+        throw errorOf(event)!;
+    }
+  }
+  throw new IopError("INTERNAL", "The run ended without a terminal event");
+}
+
+/**
+ * Runs an embedding submission as {@linkcode startRun} does (tenant admission, the pool's
+ * queue, cancelled when `signal` aborts) and reads its vectors; a run that answers badly is
+ * cancelled rather than left running.
+ */
+export async function embedRun(
+  service: RunGateway,
+  submission: RunSubmission & { embed: { inputs: string[] } },
+  signal: AbortSignal,
+  caller: TenantRecord,
+): Promise<EmbeddingAnswer> {
+  const run = await startRun(service, submission, signal, caller);
+  try {
+    return await collectEmbeddings(run.events, submission.embed.inputs.length);
+  } catch (err) {
+    run.handle.cancel("the embedding answer was refused");
+    throw err;
+  }
 }
 
 /**

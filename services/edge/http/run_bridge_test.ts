@@ -5,7 +5,7 @@ import { IopError } from "../../../shared/errors.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import { AsyncQueue } from "../../../shared/async_queue.ts";
 import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
-import { collectAnswer, startRun, streamBody } from "./run_bridge.ts";
+import { collectAnswer, embedRun, startRun, streamBody } from "./run_bridge.ts";
 
 /** A run handle the test feeds by hand: what the service hands a surface, minus the node. */
 class FakeRun implements RunHandle {
@@ -136,4 +136,72 @@ Deno.test("streamBody cancels the run when the client goes away and ends once", 
   run.emit({ type: "completed", finishReason: "stop", exitCode: 0 });
   assert.deepEqual(run.cancelled, ["client went away"]);
   assert.equal(ends, 1);
+});
+
+const embedding = { ...submission, embed: { inputs: ["a", "b"] } };
+
+Deno.test("embedRun answers the vectors in input order and the input tokens, whatever order they came in", async () => {
+  const run = new FakeRun();
+  const answering = embedRun(serviceFor(run), embedding, never, caller);
+  run.emit({ type: "started", nodeId: "node-1", adapter: "mock", target: "echo" });
+  run.emit({ type: "embedding", index: 1, values: [0.5, -1] });
+  run.emit({ type: "embedding", index: 0, values: [0.25, 2] });
+  run.emit({
+    type: "completed",
+    finishReason: "stop",
+    usage: { inputTokens: 2, outputTokens: 0 },
+    exitCode: 0,
+  });
+  assert.deepEqual(await answering, { vectors: [[0.25, 2], [0.5, -1]], inputTokens: 2 });
+  assert.deepEqual(run.cancelled, []);
+});
+
+Deno.test("embedRun refuses an answer missing a vector, or with one twice, and cancels the run", async () => {
+  const short = new FakeRun();
+  const answeringShort = embedRun(serviceFor(short), embedding, never, caller);
+  short.emit({ type: "embedding", index: 0, values: [1] });
+  short.emit({ type: "completed", finishReason: "stop", exitCode: 0 });
+  await assert.rejects(answeringShort, (err: unknown) => {
+    assert.ok(err instanceof IopError);
+    assert.equal(err.code, "INTERNAL");
+    assert.match(err.message, /sent 1 vectors for 2 inputs/);
+    return true;
+  });
+
+  const twice = new FakeRun();
+  const answeringTwice = embedRun(serviceFor(twice), embedding, never, caller);
+  twice.emit({ type: "embedding", index: 0, values: [1] });
+  twice.emit({ type: "embedding", index: 0, values: [1] });
+  await assert.rejects(answeringTwice, /vector 0 twice/);
+  assert.deepEqual(twice.cancelled, ["the embedding answer was refused"]);
+});
+
+Deno.test("embedRun throws the run's failure", async () => {
+  const run = new FakeRun();
+  const answering = embedRun(serviceFor(run), embedding, never, caller);
+  run.emit({ type: "embedding", index: 0, values: [1] });
+  run.emit({
+    type: "failed",
+    code: "BACKEND_ERROR",
+    message: "model cannot embed",
+    retryable: false,
+    exitCode: 0,
+  });
+  await assert.rejects(answering, (err: unknown) => {
+    assert.ok(err instanceof IopError);
+    assert.deepEqual([err.code, err.message], ["BACKEND_ERROR", "model cannot embed"]);
+    return true;
+  });
+});
+
+Deno.test("startRun cancels a run whose client went away while it was being sent", async () => {
+  const run = new FakeRun();
+  const abort = new AbortController();
+  const service = serviceFor(run);
+  // The service listens for the abort only once the run is sent; this one came before.
+  service.submitRun = () => (abort.abort(), Promise.resolve(run));
+  const starting = startRun(service, submission, abort.signal, caller);
+  run.emit({ type: "cancelled", reason: "client went away" });
+  await assert.rejects(starting, /cancelled/);
+  assert.deepEqual(run.cancelled, ["client went away"]);
 });

@@ -1,10 +1,13 @@
 /**
  * Ollama request and response shapes: `/api/chat` and `/api/generate` bodies become run inputs;
  * run events become NDJSON chunks with Ollama's final `done:true` object (durations in ns).
+ * `images` (per message, or on a generate request) become the message's image parts as `data:`
+ * URLs typed by their bytes.
  * @module
  */
 import type {
   ChatMessage,
+  ContentPart,
   OutputFormat,
   RunEvent,
   RunInput,
@@ -16,6 +19,7 @@ import type { RequestMeter } from "../http_metrics.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
 import { INT32_MAX, type JsonFields, SEED_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
+import { base64ImageUrl } from "../image_input.ts";
 
 /** A parsed Ollama chat or generate request. */
 export interface OllamaRequest {
@@ -186,6 +190,8 @@ export function parseOllamaChat(body: JsonFields): OllamaRequest {
       role: role as ChatMessage["role"],
       content: m.string("content") ?? "",
     };
+    const images = imagesOf(m);
+    if (images) msg.parts = withImages(msg.content, images);
     const calls = m.objects("tool_calls");
     if (calls.length > 0) {
       msg.toolCalls = calls.map((call, index) => {
@@ -217,13 +223,38 @@ export function parseOllamaChat(body: JsonFields): OllamaRequest {
   return base(body, messages, "");
 }
 
+/**
+ * Ollama's `images` of a message or a generate request (base64 bytes, no `data:` prefix) as
+ * `data:` URLs typed by their magic number; undefined when absent or empty. A string that is not
+ * base64 PNG, JPEG, GIF or WebP is refused naming it (`messages[0].images[1]`).
+ */
+export function imagesOf(body: JsonFields): string[] | undefined {
+  const list = body.array("images");
+  if (!list || list.length === 0) return undefined;
+  return list.map((image, i) => {
+    const key = `images[${i}]`;
+    if (typeof image !== "string") return body.fail(key, "must be a base64 string");
+    const checked = base64ImageUrl(image);
+    return "problem" in checked ? body.fail(key, checked.problem) : checked.url;
+  });
+}
+
+/** A message's parts: its text (when any), then its images. */
+function withImages(content: string, images: string[]): ContentPart[] {
+  const parts: ContentPart[] = images.map((url) => ({ type: "image", url }));
+  return content === "" ? parts : [{ type: "text", text: content }, ...parts];
+}
+
 /** Validates an `/api/generate` body; errors name the bad field. */
 export function parseOllamaGenerate(body: JsonFields): OllamaRequest {
   const prompt = body.string("prompt") ?? "";
   const system = body.string("system");
   const messages: ChatMessage[] = [];
   if (system) messages.push({ role: "system", content: system });
-  messages.push({ role: "user", content: prompt });
+  const user: ChatMessage = { role: "user", content: prompt };
+  const images = imagesOf(body);
+  if (images) user.parts = withImages(prompt, images);
+  messages.push(user);
   return base(body, messages, prompt);
 }
 

@@ -111,3 +111,75 @@ Deno.test("an Ollama tool result gets the id of the earlier call it answers, by 
   assert.deepEqual([m[5]!.toolCallId, m[5]!.name], [m[4]!.toolCalls![0]!.id, "a"]);
   assert.deepEqual([m[6]!.toolCallId, m[6]!.name], [undefined, "c"]);
 });
+
+const PNG = btoa(String.fromCharCode(0x89, ...[..."PNG\r\n\x1a\n"].map((c) => c.charCodeAt(0))));
+const JPEG = btoa(String.fromCharCode(0xff, 0xd8, 0xff, 0xe0));
+
+Deno.test("Ollama images become data: URLs typed by their bytes, after the message's text", () => {
+  const req = parseOllamaChat(
+    new JsonFields({
+      model: "m",
+      messages: [
+        { role: "user", content: "what is this?", images: [PNG, JPEG] },
+        { role: "user", images: [JPEG] },
+        { role: "user", content: "no image", images: [] },
+      ],
+    }),
+  );
+  assert.deepEqual(req.input.messages, [
+    {
+      role: "user",
+      content: "what is this?",
+      parts: [
+        { type: "text", text: "what is this?" },
+        { type: "image", url: `data:image/png;base64,${PNG}` },
+        { type: "image", url: `data:image/jpeg;base64,${JPEG}` },
+      ],
+    },
+    {
+      role: "user",
+      content: "",
+      parts: [{ type: "image", url: `data:image/jpeg;base64,${JPEG}` }],
+    },
+    { role: "user", content: "no image" },
+  ]);
+  const generate = parseOllamaGenerate(
+    new JsonFields({ model: "m", system: "s", prompt: "describe", images: [PNG] }),
+  );
+  assert.deepEqual(generate.input.messages[1], {
+    role: "user",
+    content: "describe",
+    parts: [
+      { type: "text", text: "describe" },
+      { type: "image", url: `data:image/png;base64,${PNG}` },
+    ],
+  });
+});
+
+Deno.test("Ollama images that are not base64 image bytes are refused naming the image", () => {
+  const cases: [Record<string, unknown>, string, RegExp][] = [
+    [{ messages: [{ role: "user", images: [PNG, "%%"] }] }, "messages[0].images[1]", /base64/],
+    [{ messages: [{ role: "user", images: [7] }] }, "messages[0].images[0]", /base64 string/],
+    [
+      { messages: [{ role: "user", images: [`data:image/png;base64,${PNG}`] }] },
+      "messages[0].images[0]",
+      /without a data: prefix/,
+    ],
+    [{ messages: [{ role: "user", images: "x" }] }, "messages[0].images", /must be an array/],
+  ];
+  for (const [body, param, problem] of cases) {
+    assert.throws(
+      () => parseOllamaChat(new JsonFields({ model: "m", ...body })),
+      (err: unknown) => {
+        assert.ok(err instanceof FieldError);
+        assert.equal(err.param, param);
+        assert.match(err.message, problem);
+        return true;
+      },
+    );
+  }
+  assert.throws(
+    () => parseOllamaGenerate(new JsonFields({ model: "m", prompt: "p", images: [btoa("text")] })),
+    (err: unknown) => err instanceof FieldError && err.param === "images[0]",
+  );
+});

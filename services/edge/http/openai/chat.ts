@@ -2,22 +2,26 @@
  * `POST /v1/chat/completions`: the request becomes a run input; the answer is one
  * `chat.completion` object or an SSE stream of `chat.completion.chunk`s in the exact order of
  * PROTOCOLS.md (role delta, content/tool-call deltas, a closing `delta:{}` with the finish
- * reason, the usage chunk when asked, `[DONE]`).
+ * reason, the usage chunk when asked, `[DONE]`). A user message's `image_url` parts travel as
+ * the run message's image parts, their URLs checked (`image_input.ts`).
  * @module
  */
-import type {
-  ChatMessage,
-  OutputFormat,
-  RunEvent,
-  RunInput,
-  ToolChoice,
-  ToolDefinition,
-  Usage,
+import {
+  type ChatMessage,
+  type ContentPart,
+  type OutputFormat,
+  partsText,
+  type RunEvent,
+  type RunInput,
+  type ToolChoice,
+  type ToolDefinition,
+  type Usage,
 } from "../../../../shared/run.ts";
 import { FieldError, type JsonFields, MAX_TOKENS_BOUNDS, SEED_BOUNDS } from "../json_fields.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { errorOf, type RunAnswer } from "../run_bridge.ts";
+import { checkImageUrl } from "../image_input.ts";
 import { openaiError } from "./errors.ts";
 
 /** A parsed chat completion request. */
@@ -30,6 +34,9 @@ export interface ChatRequest {
 
 const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
 
+/** The types of a text content part (Chat Completions', and the Responses API's input/output). */
+const TEXT_PARTS = ["text", "input_text", "output_text"];
+
 /** Text of an OpenAI content field: a string, null, or text parts. */
 export function contentText(m: JsonFields, key = "content"): string {
   const v = m.value[key];
@@ -37,11 +44,52 @@ export function contentText(m: JsonFields, key = "content"): string {
   if (typeof v === "string") return v;
   return m.objects(key).map((part) => {
     const type = part.requiredString("type");
-    if (type !== "text" && type !== "input_text" && type !== "output_text") {
+    if (!TEXT_PARTS.includes(type)) {
       part.fail("type", `'${type}' is not supported; only text parts are`);
     }
     return part.string("text") ?? "";
   }).join("");
+}
+
+const DETAILS = ["auto", "low", "high"];
+
+/** One `image_url` content part: a checked URL and OpenAI's optional `detail`. */
+function imagePart(part: JsonFields): ContentPart {
+  const image = part.object("image_url") ?? part.fail("image_url", "is required");
+  const checked = checkImageUrl(image.requiredString("url"));
+  if ("problem" in checked) return image.fail("url", checked.problem);
+  const detail = image.string("detail");
+  if (detail === undefined) return { type: "image", url: checked.url };
+  if (!DETAILS.includes(detail)) {
+    image.fail("detail", `must be one of ${DETAILS.join(", ")}: got '${detail}'`);
+  }
+  return { type: "image", url: checked.url, detail };
+}
+
+/**
+ * The content of a message: text as before, or — when a user message's content parts hold an
+ * image — every part in order (one run part per content part, so a part's index names the
+ * client's `content[j]`), with the text parts joined by newlines as the text-only content.
+ */
+function messageContent(m: JsonFields, role: string): Pick<ChatMessage, "content" | "parts"> {
+  const v = m.value.content;
+  if (!Array.isArray(v) || !v.some((p) => (p as { type?: unknown } | null)?.type === "image_url")) {
+    return { content: contentText(m) };
+  }
+  const items = m.objects("content");
+  if (role !== "user") {
+    const at = v.findIndex((p) => (p as { type?: unknown } | null)?.type === "image_url");
+    items[at]!.fail("type", `'image_url' is only allowed in user messages, not ${role} ones`);
+  }
+  const parts = items.map((part): ContentPart => {
+    const type = part.requiredString("type");
+    if (type === "image_url") return imagePart(part);
+    if (!TEXT_PARTS.includes(type)) {
+      part.fail("type", `'${type}' is not supported; only text and image_url parts are`);
+    }
+    return { type: "text", text: part.string("text") ?? "" };
+  });
+  return { content: partsText(parts), parts };
 }
 
 function parseMessage(m: JsonFields): ChatMessage {
@@ -49,7 +97,7 @@ function parseMessage(m: JsonFields): ChatMessage {
   if (!(ROLES as readonly string[]).includes(role)) {
     m.fail("role", `must be one of ${ROLES.join(", ")}: got '${role}'`);
   }
-  const msg: ChatMessage = { role: role as ChatMessage["role"], content: contentText(m) };
+  const msg: ChatMessage = { role: role as ChatMessage["role"], ...messageContent(m, role) };
   const name = m.string("name");
   if (name !== undefined) msg.name = name;
   if (role === "tool") msg.toolCallId = m.requiredString("tool_call_id");

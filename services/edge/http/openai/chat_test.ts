@@ -221,3 +221,78 @@ Deno.test("parseChatRequest refuses a malformed response_format or tool_choice n
   refusedChat({ model: "m", messages: user, tool_choice: "required" }, "tool_choice", /no 'tools'/);
   refusedChat(body({ parallel_tool_calls: "no" }), "parallel_tool_calls", /must be a boolean/);
 });
+
+const PNG_URL = `data:image/png;base64,${
+  btoa(String.fromCharCode(0x89, ...[..."PNG\r\n\x1a\n"].map((c) => c.charCodeAt(0))))
+}`;
+
+Deno.test("parseChatRequest carries a user message's image_url parts in order, with its text joined by newlines", () => {
+  const req = parse({
+    model: "m",
+    messages: [{
+      role: "user",
+      content: [
+        { type: "text", text: "What is in" },
+        { type: "image_url", image_url: { url: PNG_URL } },
+        { type: "text", text: "and in" },
+        { type: "image_url", image_url: { url: "https://img.example/b.jpg", detail: "low" } },
+      ],
+    }],
+  });
+  assert.deepEqual(req.input.messages, [{
+    role: "user",
+    content: "What is in\nand in",
+    parts: [
+      { type: "text", text: "What is in" },
+      { type: "image", url: PNG_URL },
+      { type: "text", text: "and in" },
+      { type: "image", url: "https://img.example/b.jpg", detail: "low" },
+    ],
+  }]);
+});
+
+Deno.test("parseChatRequest refuses a bad image part naming it", () => {
+  const image = (image_url: unknown, role = "user") => ({
+    model: "m",
+    messages: [{ role, content: [{ type: "text", text: "x" }, { type: "image_url", image_url }] }],
+  });
+  const cases: [Record<string, unknown>, string, RegExp][] = [
+    [image({ url: "file:///etc/passwd" }), "messages[0].content[1].image_url.url", /scheme 'file'/],
+    [
+      image({ url: "data:text/plain;base64,aGk=" }),
+      "messages[0].content[1].image_url.url",
+      /data:/,
+    ],
+    [image({}), "messages[0].content[1].image_url.url", /is required/],
+    [image("https://h/x.png"), "messages[0].content[1].image_url", /must be an object/],
+    [
+      image({ url: "https://h/x.png", detail: "max" }),
+      "messages[0].content[1].image_url.detail",
+      /auto, low, high/,
+    ],
+    [
+      image({ url: "https://h/x.png" }, "system"),
+      "messages[0].content[1].type",
+      /only allowed in user messages/,
+    ],
+    [
+      {
+        model: "m",
+        messages: [{
+          role: "user",
+          content: [{ type: "input_audio" }, { type: "image_url", image_url: { url: PNG_URL } }],
+        }],
+      },
+      "messages[0].content[0].type",
+      /only text and image_url parts are/,
+    ],
+  ];
+  for (const [body, param, problem] of cases) {
+    assert.throws(() => parse(body), (err: unknown) => {
+      assert.ok(err instanceof FieldError, `${param}: ${err}`);
+      assert.equal(err.param, param);
+      assert.match(err.message, problem);
+      return true;
+    });
+  }
+});

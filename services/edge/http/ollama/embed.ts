@@ -1,0 +1,157 @@
+/**
+ * Ollama's embedding routes: `POST /api/embed` `{model, input, truncate?, dimensions?,
+ * keep_alive?, options?}` → `{model, embeddings, total_duration, load_duration,
+ * prompt_eval_count}`, and the older `POST /api/embeddings` `{model, prompt}` → `{embedding}`.
+ * Each becomes an embedding run (`RunInput.embed`) through the same path as a chat: tenant
+ * admission, the pool's queue, metrics, cancelled when the client goes away. `keep_alive` is
+ * accepted and not carried, as on the chat routes: the backend's operator decides how long a
+ * model stays loaded. `options` are read as the chat routes read them (sampling options travel,
+ * runner options are dropped and logged, anything else is refused).
+ * @module
+ */
+import type { Context, Hono } from "hono";
+import type { Logger } from "../../../../shared/log.ts";
+import type { RunInput } from "../../../../shared/run.ts";
+import { UINT32_MAX } from "../../../../shared/run_codec.ts";
+import type { RunGateway } from "../../ports.ts";
+import { callerOf } from "../auth.ts";
+import { checkDeclared, checkFeatures, type FeatureFields } from "../capabilities.ts";
+import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
+import { requireJsonBody } from "../json_content_type.ts";
+import { type JsonFields, readJsonBody } from "../json_fields.ts";
+import { resolveModel, submissionFor } from "../model_resolver.ts";
+import { type EmbeddingAnswer, embedRun } from "../run_bridge.ts";
+import { samplingOf } from "./convert.ts";
+
+/** A parsed `/api/embed` or `/api/embeddings` request. */
+export interface OllamaEmbedRequest {
+  model: string;
+  input: Omit<RunInput, "adapter" | "target"> & { embed: NonNullable<RunInput["embed"]> };
+  /** Runner options the client sent that the Edge drops (see `samplingOf`). */
+  droppedOptions: string[];
+}
+
+/** The field of each route that holds what it embeds. */
+const INPUT_FIELD = { embed: "input", embeddings: "prompt" } as const;
+
+function fieldsOf(input: string): FeatureFields {
+  return {
+    output_format: input,
+    tool_choice: input,
+    parallel_tool_calls: input,
+    tool_result: () => input,
+    image: () => input,
+    embed: input,
+  };
+}
+
+/** `/api/embed`'s `input`: a string or a list of strings, none empty. */
+function inputsOf(body: JsonFields): string[] {
+  const v = body.value.input;
+  if (v === undefined || v === null) body.fail("input", "is required");
+  const list = typeof v === "string" ? [v] : v;
+  if (!Array.isArray(list)) body.fail("input", "must be a string or an array of strings");
+  if (list.length === 0) body.fail("input", "must hold at least one string");
+  for (const [i, item] of list.entries()) {
+    const key = typeof v === "string" ? "input" : `input[${i}]`;
+    if (typeof item !== "string") body.fail(key, "must be a string");
+    if (item === "") body.fail(key, "must not be empty");
+  }
+  return list as string[];
+}
+
+function request(body: JsonFields, embed: NonNullable<RunInput["embed"]>): OllamaEmbedRequest {
+  const model = body.requiredString("model");
+  const { sampling, dropped } = samplingOf(body);
+  return {
+    model,
+    droppedOptions: dropped,
+    input: {
+      messages: [],
+      prompt: "",
+      sampling,
+      tools: [],
+      sessionId: "",
+      metadata: {},
+      timeoutMs: 0,
+      wholeAnswer: true,
+      embed,
+    },
+  };
+}
+
+/** Validates an `/api/embed` body; errors name the bad field. */
+export function parseOllamaEmbed(body: JsonFields): OllamaEmbedRequest {
+  const inputs = inputsOf(body);
+  const truncate = body.boolean("truncate");
+  const dimensions = body.number("dimensions", { min: 1, max: UINT32_MAX, integer: true });
+  return request(body, {
+    inputs,
+    ...(truncate !== undefined ? { truncate } : {}),
+    ...(dimensions !== undefined ? { dimensions } : {}),
+  });
+}
+
+/** Validates an `/api/embeddings` body (one `prompt`); errors name the bad field. */
+export function parseOllamaEmbeddings(body: JsonFields): OllamaEmbedRequest {
+  const prompt = body.value.prompt;
+  if (prompt === undefined || prompt === null) body.fail("prompt", "is required");
+  if (typeof prompt !== "string") body.fail("prompt", "must be a string");
+  if (prompt === "") body.fail("prompt", "must not be empty");
+  return request(body, { inputs: [prompt] });
+}
+
+/** The `/api/embed` answer; durations in nanoseconds since `startedNs`, as Ollama reports. */
+export function ollamaEmbedAnswer(
+  model: string,
+  answer: EmbeddingAnswer,
+  startedNs: number,
+): Record<string, unknown> {
+  return {
+    model,
+    embeddings: answer.vectors,
+    total_duration: Math.max(0, Math.round(performance.now() * 1e6 - startedNs)),
+    load_duration: 0,
+    prompt_eval_count: answer.inputTokens,
+  };
+}
+
+/** What {@linkcode mountOllamaEmbed} needs. */
+export interface OllamaEmbedDeps {
+  service: RunGateway;
+  metrics?: HttpMetrics | undefined;
+  /** Where dropped `options` are warned about; absent: not logged. */
+  logger?: Logger | undefined;
+}
+
+/** Registers `POST /embed` and `POST /embeddings` on the `/api` app. */
+export function mountOllamaEmbed(app: Hono, deps: OllamaEmbedDeps): void {
+  const { service, metrics } = deps;
+  const route = (kind: "embed" | "embeddings") => async (c: Context) => {
+    const startedNs = performance.now() * 1e6;
+    const body = await readJsonBody(c.req.raw);
+    const req = kind === "embed" ? parseOllamaEmbed(body) : parseOllamaEmbeddings(body);
+    if (req.droppedOptions.length > 0) {
+      deps.logger?.warn("ollama options dropped", {
+        route: `/api/${kind}`,
+        options: req.droppedOptions.join(","),
+      });
+    }
+    const caller = callerOf(c);
+    const model = resolveModel(service.config, req.model, caller);
+    const fields = fieldsOf(INPUT_FIELD[kind]);
+    checkDeclared(model, req.input, fields);
+    checkFeatures(service.config, model, req.input, fields);
+    const meter = meterOf(c);
+    meter.model?.(model.name);
+    const submission = { ...submissionFor(model, req.input), embed: req.input.embed };
+    const answer = await embedRun(service, submission, c.req.raw.signal, caller);
+    // Vectors are not output tokens: an embedding run counts input only (no tokens per second).
+    meter.usage(answer.inputTokens, 0);
+    if (kind === "embeddings") return c.json({ embedding: answer.vectors[0] });
+    return c.json(ollamaEmbedAnswer(req.model, answer, startedNs));
+  };
+  const json = requireJsonBody();
+  app.post("/embed", meterRoute(metrics, "/api/embed"), json, route("embed"));
+  app.post("/embeddings", meterRoute(metrics, "/api/embeddings"), json, route("embeddings"));
+}
