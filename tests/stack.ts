@@ -30,6 +30,10 @@ import { createPoolMetrics } from "../services/edge/pools/pool_metrics.ts";
 import { createEdgeHttp } from "../services/edge/http/app.ts";
 import { mountSurfaces } from "../services/edge/http/surfaces.ts";
 import { EdgeService } from "../services/edge/service.ts";
+import {
+  openResponseStoreFile,
+  type ResponseStore,
+} from "../services/edge/store/response_store.ts";
 import { startNodeServer } from "../services/edge/transport/node_server.ts";
 import type { AdapterMetrics } from "../services/node/adapters/adapter_metrics.ts";
 import { adapterCatalog } from "../services/node/adapters/catalog.ts";
@@ -84,6 +88,11 @@ export interface TestEdge extends AsyncDisposable {
   readonly url: string;
   /** The A2A task manager, when started with `a2a`. */
   tasks?: A2aTaskManager;
+  /**
+   * The response store of an Edge serving HTTP, opened as `main.ts` does at
+   * `responses.store_path` (default: `responses.db` in the temp dir); closed with the Edge.
+   */
+  responses?: ResponseStore;
   /** Temp dir holding the node histories and anything a test writes; removed on close. */
   dir: string;
   /** The nodes started against this Edge, by id. */
@@ -139,6 +148,7 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
     typeof options.config === "function" ? options.config(dir) : options.config,
   );
   raw.http = { ...(raw.http as object ?? {}), host: "127.0.0.1", port: 0 };
+  raw.responses = { store_path: `${dir}/responses.db`, ...(raw.responses as object ?? {}) };
   raw.wire = {
     heartbeat_interval_ms: 500,
     ...(raw.wire as object ?? {}),
@@ -184,7 +194,12 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
     tasks.recover();
   }
   let http: Deno.HttpServer<Deno.NetAddr> | undefined;
+  let responses: ResponseStore | undefined;
   if (options.http || tasks) {
+    responses = await openResponseStoreFile(
+      config.responses.storePath,
+      () => service.config.responses,
+    );
     const app = createEdgeHttp(service, registry);
     mountSurfaces(app, {
       service,
@@ -192,6 +207,7 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
       logger,
       version: "test",
       ...(tasks ? { a2aTasks: tasks } : {}),
+      responses,
     });
     http = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, app.fetch);
   }
@@ -204,6 +220,7 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
       await wire.close();
       await http?.shutdown();
       tasks?.close();
+      responses?.close();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     })();
   return {
@@ -217,6 +234,7 @@ export async function startEdge(options: EdgeOptions): Promise<TestEdge> {
       return `http://127.0.0.1:${http.addr.port}`;
     },
     ...(tasks ? { tasks } : {}),
+    ...(responses ? { responses } : {}),
     dir,
     nodes,
     logger,

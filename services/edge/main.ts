@@ -23,6 +23,7 @@ import { mountSurfaces } from "./http/surfaces.ts";
 import { createTenantMetrics } from "./tenants/tenant_metrics.ts";
 import { createPoolMetrics } from "./pools/pool_metrics.ts";
 import { EdgeService } from "./service.ts";
+import { openResponseStoreFile } from "./store/response_store.ts";
 import { startNodeServer } from "./transport/node_server.ts";
 
 const logger = createLogger("edge");
@@ -96,6 +97,12 @@ const a2aTasks = await openA2aTasks(
   service,
   createLogger("edge.a2a").with({ edge_id: config.edge.id }),
 );
+// Bounds are read from the config in force at each use, so a reload applies them.
+const responses = await startupStep(
+  logger,
+  `open the response store ${config.responses.storePath}`,
+  () => openResponseStoreFile(config.responses.storePath, () => service.config.responses),
+);
 const app = createEdgeHttp(service, registry);
 mountSurfaces(app, {
   service,
@@ -103,6 +110,7 @@ mountSurfaces(app, {
   logger: createLogger("edge.http").with({ edge_id: config.edge.id }),
   a2aTasks,
   version: IOP_VERSION,
+  responses,
 });
 const http = startupStep(
   logger,
@@ -161,6 +169,7 @@ const shutdown = async (reason: string) => {
   await cpLink.stop();
   await wire.close();
   a2aTasks.close();
+  responses.close();
   await shutdownTracing();
   Deno.exit(0);
 };

@@ -17,21 +17,23 @@ export interface ApiKeyAuthOptions {
   unauthorized: (c: Context, message: string) => Response;
 }
 
-const callers = new WeakMap<Request, TenantRecord>();
+// Keyed by the request's context, not its Request: the body limit may replace `c.req.raw` (a
+// body without content-length, a DELETE) after the caller was identified.
+const callers = new WeakMap<Context, TenantRecord>();
 
 /**
  * The tenant a request passed {@linkcode apiKeyAuth} as. Throws when the route has no such
  * middleware: serving a request without knowing whose it is would be a bug.
  */
 export function callerOf(c: Context): TenantRecord {
-  const tenant = callers.get(c.req.raw);
+  const tenant = callers.get(c);
   if (!tenant) throw new Error(`no caller identified for ${c.req.method} ${c.req.path}`);
   return tenant;
 }
 
 /** The name of the tenant a request passed {@linkcode apiKeyAuth} as; undefined before or without it. */
 export function callerName(c: Context): string | undefined {
-  return callers.get(c.req.raw)?.name;
+  return callers.get(c)?.name;
 }
 
 /** Middleware that identifies the caller's tenant, rejecting requests without an accepted key. */
@@ -51,7 +53,7 @@ export function apiKeyAuth(options: ApiKeyAuthOptions): MiddlewareHandler {
       tenant = directory.identify(match[1]!.trim());
       if (!tenant) return options.unauthorized(c, "Incorrect API key provided.");
     }
-    callers.set(c.req.raw, tenant);
+    callers.set(c, tenant);
     await next();
   };
 }

@@ -3,7 +3,7 @@
  * from the service layer; none reaches a backend except through a run on a Node.
  * @module
  */
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import type { Registry } from "prom-client";
 import type { Logger } from "../../../shared/log.ts";
 import { createA2aSurface } from "../a2a/surface.ts";
@@ -17,6 +17,7 @@ import { createOpenAIApp } from "./openai/app.ts";
 import { openaiNotFound } from "./openai/errors.ts";
 import { refuse } from "./refusal.ts";
 import type { RunGateway } from "../ports.ts";
+import type { ResponseStore } from "../store/response_store.ts";
 
 /** What every surface may use. */
 export interface SurfaceDeps {
@@ -27,6 +28,8 @@ export interface SurfaceDeps {
   a2aTasks?: A2aTaskManager;
   /** Version string published in agent cards. */
   version?: string;
+  /** The store of Responses API responses (`responses.store_path`); none is stored without it. */
+  responses?: ResponseStore;
 }
 
 /** Adds every public surface to `app`. */
@@ -41,7 +44,15 @@ export function mountSurfaces(app: Hono, deps: SurfaceDeps): void {
  */
 function mountModelApis(app: Hono, deps: SurfaceDeps): void {
   const metrics = createHttpMetrics(deps.registry);
-  app.route("/v1", createOpenAIApp({ service: deps.service, metrics }));
+  app.route(
+    "/v1",
+    createOpenAIApp({
+      service: deps.service,
+      metrics,
+      ...(deps.responses ? { responses: deps.responses } : {}),
+      logger: deps.logger.with({ surface: "openai" }),
+    }),
+  );
   app.route(
     "/api",
     createOllamaApp({
@@ -83,8 +94,7 @@ function mountA2a(app: Hono, deps: SurfaceDeps): void {
   );
   const auth = apiKeyAuth({
     tenants: () => deps.service.config.tenants,
-    unauthorized: (c, message) =>
-      c.json({ jsonrpc: "2.0", id: null, error: { code: -32600, message } }, 401),
+    unauthorized: a2aUnauthorized,
   });
   // The body is limited as it streams in, before the endpoint reads it whole.
   const limit = currentBodyLimit(
@@ -105,4 +115,52 @@ function mountA2a(app: Hono, deps: SurfaceDeps): void {
     limit,
     (c) => a2a.rpc(c.req.raw, c.req.param("agent"), callerOf(c)),
   );
+  // Known paths asked with another method: JSON-RPC takes POST, cards GET (and HEAD).
+  for (const path of ["/a2a", "/a2a/:agent"]) app.all(path, rpcMethodNotAllowed);
+  for (const path of CARD_PATHS) app.all(path, cardMethodNotAllowed);
+}
+
+const CARD_PATHS = [
+  "/.well-known/agent-card.json",
+  "/a2a/.well-known/agent-card.json",
+  "/a2a/:agent/.well-known/agent-card.json",
+];
+
+/**
+ * A2A leaves authentication to HTTP (401 with `WWW-Authenticate`) and has no JSON-RPC code for
+ * it; the body is a JSON-RPC error all the same (-32600, as the request is refused as sent, with
+ * the id unknown since the body was not read), whose message says "Unauthorized" first: the
+ * `@a2a-js/sdk` client throws the body's error, its message, and drops the HTTP status.
+ */
+function a2aUnauthorized(c: Context, message: string): Response {
+  return c.json(
+    { jsonrpc: "2.0", id: null, error: { code: -32600, message: `Unauthorized: ${message}` } },
+    401,
+    { "www-authenticate": 'Bearer realm="a2a"' },
+  );
+}
+
+/** 405 for a JSON-RPC endpoint asked with another method than POST, as a JSON-RPC error. */
+function rpcMethodNotAllowed(c: Context): Response {
+  const path = new URL(c.req.url).pathname;
+  return c.json(
+    {
+      jsonrpc: "2.0",
+      id: null,
+      error: {
+        code: -32600,
+        message: `Invalid request: method ${c.req.method} is not allowed on ${path}; use POST`,
+      },
+    },
+    405,
+    { allow: "POST" },
+  );
+}
+
+/** 405 for an agent card asked with another method than GET, in the cards' `{error}` shape. */
+function cardMethodNotAllowed(c: Context): Response {
+  const path = new URL(c.req.url).pathname;
+  return c.json({ error: `method ${c.req.method} not allowed on ${path}; use GET` }, 405, {
+    allow: "GET",
+  });
 }

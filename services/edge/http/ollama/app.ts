@@ -1,7 +1,8 @@
 /**
  * The Ollama-compatible surface, mounted at `/api`: `GET /api/tags`, `/api/ps`, `/api/version`,
- * `POST /api/chat` and `/api/generate` (NDJSON streaming by default), so tools that speak
- * Ollama can use the whole fleet. Every request becomes a run through the service layer.
+ * `POST /api/show`, `/api/chat` and `/api/generate` (NDJSON streaming by default), so tools that
+ * speak Ollama can use the whole fleet. Every chat or generate request becomes a run through the
+ * service layer; the model routes answer from the config and the status snapshot.
  * @module
  */
 import { type Context, Hono } from "hono";
@@ -9,12 +10,15 @@ import { httpStatusOf, OverloadedError, toIopError } from "../../../../shared/er
 import { TenantLimitError } from "../../tenants/limiter.ts";
 import { apiKeyAuth, callerOf } from "../auth.ts";
 import { currentBodyLimit } from "../body_limit.ts";
-import { checkFeatures, type FeatureFields } from "../capabilities.ts";
+import { checkDeclared, checkFeatures, type FeatureFields } from "../capabilities.ts";
 import type { Logger } from "../../../../shared/log.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
 import { modelsFor, resolveModel, submissionFor } from "../model_resolver.ts";
+import { digestOf, modelDetails } from "./model_info.ts";
+import { runningModels } from "./running.ts";
+import { parseShowRequest, showResponse } from "./show.ts";
 import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
 import {
   ollamaAnswer,
@@ -23,6 +27,7 @@ import {
   parseOllamaChat,
   parseOllamaGenerate,
 } from "./convert.ts";
+import { mountOllamaEmbed } from "./embed.ts";
 import type { RunGateway } from "../../ports.ts";
 import { servableModels } from "../../servable.ts";
 import { sessionFor, sessionHeaders } from "../session_header.ts";
@@ -45,6 +50,9 @@ const OLLAMA_FIELDS: FeatureFields = {
   image: (i) => `messages[${i}].images`,
   embed: "input",
 };
+
+/** `/api/generate` takes its images at the top level (`images`), not per message. */
+const GENERATE_FIELDS: FeatureFields = { ...OLLAMA_FIELDS, image: () => "images" };
 
 /** Dependencies of {@linkcode createOllamaApp}. */
 export interface OllamaAppDeps {
@@ -105,20 +113,25 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
         modified_at: modifiedAt,
         size: 0,
         digest: await digestOf(name),
-        details: {
-          parent_model: "",
-          format: "",
-          family: "",
-          families: null,
-          parameter_size: "",
-          quantization_level: "",
-        },
+        details: modelDetails(),
       })),
     );
     return c.json({ models });
   });
 
-  app.get("/ps", (c) => c.json({ models: [] }));
+  // The caller's models with runs in flight at this Edge (see running.ts).
+  app.get("/ps", meterRoute(metrics, "/api/ps"), async (c) => {
+    const models = modelsFor(service.config, callerOf(c));
+    return c.json({ models: await runningModels(models, service.status(), Date.now()) });
+  });
+
+  // Any model the caller may use, servable now or not; another tenant's model is not found.
+  app.post("/show", meterRoute(metrics, "/api/show"), requireJsonBody(), async (c) => {
+    const req = parseShowRequest(await readJsonBody(c.req.raw));
+    const model = resolveModel(service.config, req.model, callerOf(c));
+    const modifiedAt = new Date(service.status().startedAtMs).toISOString();
+    return c.json(showResponse(service.config, model, req, modifiedAt));
+  });
 
   const run = (kind: "chat" | "generate", parse: typeof parseOllamaChat) => async (c: Context) => {
     const signal = c.req.raw.signal;
@@ -131,7 +144,9 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
       });
     }
     const model = resolveModel(service.config, req.model, callerOf(c));
-    checkFeatures(service.config, model, req.input, OLLAMA_FIELDS);
+    const fields = kind === "generate" ? GENERATE_FIELDS : OLLAMA_FIELDS;
+    checkDeclared(model, req.input, fields);
+    checkFeatures(service.config, model, req.input, fields);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
     const started = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
     const meter = meterOf(c);
@@ -160,26 +175,29 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
     json,
     run("generate", parseOllamaGenerate),
   );
-  // Known paths asked with another method (mounted routes match in order, these last).
+  mountOllamaEmbed(app, deps);
+  // Known paths asked with another method. The allowed method passes on, so a route registered
+  // after this table still answers it (HEAD is served by each GET route).
   const methods: [string, string][] = [
     ["/version", "GET"],
     ["/tags", "GET"],
     ["/ps", "GET"],
+    ["/show", "POST"],
     ["/chat", "POST"],
     ["/generate", "POST"],
+    ["/embed", "POST"],
+    ["/embeddings", "POST"],
   ];
   for (const [path, allow] of methods) {
     app.all(
       path,
-      (c) => c.json({ error: `method ${c.req.method} not allowed; use ${allow}` }, 405, { allow }),
+      (c, next) =>
+        c.req.method === allow || (allow === "GET" && c.req.method === "HEAD")
+          ? next()
+          : c.json({ error: `method ${c.req.method} not allowed; use ${allow}` }, 405, { allow }),
     );
   }
   return app;
-}
-
-async function digestOf(name: string): Promise<string> {
-  const hash = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(name));
-  return [...new Uint8Array(hash)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** Answers an unknown `/api` path in Ollama's `{"error": …}` shape. */

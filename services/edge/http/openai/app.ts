@@ -7,7 +7,12 @@
 import { Hono } from "hono";
 import { apiKeyAuth, callerOf } from "../auth.ts";
 import { currentBodyLimit } from "../body_limit.ts";
-import { checkFeatures, type FeatureFields, modelFeatures } from "../capabilities.ts";
+import {
+  checkDeclared,
+  checkFeatures,
+  type FeatureFields,
+  modelFeatures,
+} from "../capabilities.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
@@ -21,6 +26,16 @@ import {
   openaiUnauthorized,
 } from "./errors.ts";
 import { parseResponsesRequest, responseEvents, responseObject } from "./responses.ts";
+import {
+  continueConversation,
+  deleteResponse,
+  listInputItems,
+  responseKeeper,
+  retrieveResponse,
+} from "./stored_responses.ts";
+import type { ResponseStore } from "../../store/response_store.ts";
+import type { Logger } from "../../../../shared/log.ts";
+import { mountEmbeddings } from "./embeddings.ts";
 import type { RunGateway } from "../../ports.ts";
 import { servableModels } from "../../servable.ts";
 import { sessionFor, sessionHeaders } from "../session_header.ts";
@@ -29,6 +44,9 @@ import { sessionFor, sessionHeaders } from "../session_header.ts";
 export interface OpenAIAppDeps {
   service: RunGateway;
   metrics?: HttpMetrics;
+  /** Where Responses API responses are stored; without it none is (`store: false` answers). */
+  responses?: ResponseStore;
+  logger?: Logger;
 }
 
 /** How Chat Completions names the fields the capability check refuses. */
@@ -96,7 +114,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     });
   });
 
-  app.get("/models/:model", meterRoute(metrics, "/v1/models/:model"), (c) => {
+  app.get("/models/:model{.+}", meterRoute(metrics, "/v1/models/:model"), (c) => {
     const model = resolveModel(service.config, c.req.param("model"), callerOf(c));
     const created = Math.floor(service.status().startedAtMs / 1000);
     return c.json({
@@ -114,6 +132,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     const signal = c.req.raw.signal;
     const req = parseChatRequest(await readJsonBody(c.req.raw), parseOptions());
     const model = resolveModel(service.config, req.model, callerOf(c));
+    checkDeclared(model, req.input, CHAT_FIELDS);
     checkFeatures(service.config, model, req.input, CHAT_FIELDS);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
     const run = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
@@ -138,27 +157,51 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     const signal = c.req.raw.signal;
     const req = parseResponsesRequest(await readJsonBody(c.req.raw), parseOptions());
     const model = resolveModel(service.config, req.model, callerOf(c));
+    checkDeclared(model, req.input, RESPONSES_FIELDS);
+    const refused = continueConversation(c, req, model, deps.responses);
+    if (refused) return refused;
     checkFeatures(service.config, model, req.input, RESPONSES_FIELDS);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
     const run = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
     const meter = meterOf(c);
     meter.model?.(model.name);
     const session = sessionHeaders(req.input.sessionId);
+    const keep = responseKeeper(c, req, deps.responses, deps.logger);
     if (!req.stream) {
       const answer = await collectAnswer(run.events);
       meter.firstToken();
       meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
-      return c.json(responseObject(req, answer), 200, session);
+      return c.json(responseObject(req, answer, keep), 200, session);
     }
-    const body = streamBody(run, (out) => responseEvents(req, meter, out), meter.streamEnded);
+    const body = streamBody(run, (out) => responseEvents(req, meter, out, keep), meter.streamEnded);
     return new Response(body, { headers: { ...SSE_HEADERS, ...session } });
   });
 
+  app.get(
+    "/responses/:id",
+    meterRoute(metrics, "/v1/responses/:id"),
+    (c) => retrieveResponse(c, deps.responses),
+  );
+  app.get(
+    "/responses/:id/input_items",
+    meterRoute(metrics, "/v1/responses/:id/input_items"),
+    (c) => listInputItems(c, deps.responses),
+  );
+  app.delete(
+    "/responses/:id",
+    meterRoute(metrics, "/v1/responses/:id"),
+    (c) => deleteResponse(c, deps.responses),
+  );
+
+  mountEmbeddings(app, { service, metrics });
+
   // Known paths asked with another method (mounted routes match in order, these last).
   app.all("/models", openaiMethodNotAllowed("GET"));
-  app.all("/models/:model", openaiMethodNotAllowed("GET"));
+  app.all("/models/:model{.+}", openaiMethodNotAllowed("GET"));
   app.all("/chat/completions", openaiMethodNotAllowed("POST"));
   app.all("/responses", openaiMethodNotAllowed("POST"));
+  app.all("/responses/:id", openaiMethodNotAllowed("GET, DELETE"));
+  app.all("/responses/:id/input_items", openaiMethodNotAllowed("GET"));
 
   return app;
 }

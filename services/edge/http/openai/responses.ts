@@ -4,15 +4,27 @@
  * (created → in_progress → output_item.added → content_part.added → output_text.delta* →
  * output_text.done → content_part.done → output_item.done → [function_call items] →
  * completed | incomplete | failed), every event with an increasing `sequence_number`.
+ *
+ * Input items are normalised as they are parsed (each gets an id, string content becomes
+ * `input_text` parts), which is how a stored response lists them (`stored_responses.ts`). An
+ * `input_image` part travels as a `ChatMessage.parts` image.
  * @module
  */
-import type { ChatMessage, RunEvent, RunInput, ToolCall, Usage } from "../../../../shared/run.ts";
+import {
+  type ChatMessage,
+  type ContentPart,
+  partsText,
+  type RunEvent,
+  type RunInput,
+  type ToolCall,
+  type Usage,
+} from "../../../../shared/run.ts";
 import type { RequestMeter } from "../http_metrics.ts";
-import { type JsonFields, MAX_TOKENS_BOUNDS } from "../json_fields.ts";
+import { checkImageUrl } from "../image_input.ts";
+import { JsonFields, MAX_TOKENS_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
 import {
   choicesOf,
-  contentText,
   metadataOf,
   outputFormatOf,
   type ParseOptions,
@@ -33,44 +45,154 @@ export interface ResponsesRequest {
   /** Echoed as the response's `text.format`, `tool_choice` and `parallel_tool_calls`. */
   echo: { textFormat: unknown; toolChoice: unknown; parallelToolCalls: boolean };
   input: Omit<RunInput, "adapter" | "target">;
+  /** Whether the finished response is stored (`store`, default true). */
+  store: boolean;
+  /** The stored response this one continues (`previous_response_id`). */
+  previousResponseId: string | null;
+  /** The request's input items, normalised, as a stored response lists them. */
+  inputItems: Record<string, unknown>[];
+  /** How many leading run messages are the instructions (0 or 1); history goes after them. */
+  instructionMessages: number;
 }
 
 const INPUT_ROLES = ["system", "developer", "user", "assistant"] as const;
 
-function parseInput(body: JsonFields): ChatMessage[] {
+/** One input item: the run message it becomes and its normalised form. */
+export interface InputItem {
+  message: ChatMessage;
+  item: Record<string, unknown>;
+}
+
+const IMAGE_DETAILS = ["auto", "low", "high"] as const;
+
+/** One part of a message item's content: a text or image run part and its normalised form. */
+function parseContentPart(
+  part: JsonFields,
+  role: string,
+): { run: ContentPart; item: Record<string, unknown> } {
+  const type = part.requiredString("type");
+  if (type === "input_text" || type === "output_text" || type === "text") {
+    const text = part.string("text") ?? "";
+    const item = role === "assistant" || type === "output_text"
+      ? { type: "output_text", text, annotations: part.array("annotations") ?? [] }
+      : { type: "input_text", text };
+    return { run: { type: "text", text }, item };
+  }
+  if (type === "input_image") {
+    if (part.has("file_id")) part.fail("file_id", "is not supported; give the image as image_url");
+    const checked = checkImageUrl(part.requiredString("image_url"));
+    if ("problem" in checked) part.fail("image_url", checked.problem);
+    const url = checked.url;
+    const detail = part.string("detail");
+    if (detail !== undefined && !(IMAGE_DETAILS as readonly string[]).includes(detail)) {
+      part.fail("detail", `must be one of ${IMAGE_DETAILS.join(", ")}: got '${detail}'`);
+    }
+    return {
+      run: { type: "image", url, ...(detail !== undefined ? { detail } : {}) },
+      item: { type: "input_image", image_url: url, detail: detail ?? "auto", file_id: null },
+    };
+  }
+  part.fail(
+    "type",
+    `'${type}' is not supported; only input_text, output_text and input_image parts are`,
+  );
+}
+
+/** A `message` item: its content as text, or as parts when it holds an image. */
+function parseMessageItem(item: JsonFields, id: string): InputItem {
+  const role = item.requiredString("role");
+  if (!(INPUT_ROLES as readonly string[]).includes(role)) {
+    item.fail("role", `must be one of ${INPUT_ROLES.join(", ")}: got '${role}'`);
+  }
+  const v = item.value.content;
+  const parsed = v === undefined || v === null
+    ? []
+    : typeof v === "string"
+    ? [parseContentPart(new JsonFields({ type: "text", text: v }, item.at("content")), role)]
+    : item.objects("content").map((part) => parseContentPart(part, role));
+  const runParts = parsed.map((p) => p.run);
+  const message: ChatMessage = { role: role as ChatMessage["role"], content: "" };
+  if (runParts.some((p) => p.type === "image")) {
+    message.parts = runParts;
+    message.content = partsText(runParts);
+  } else {
+    message.content = runParts.map((p) => p.type === "text" ? p.text : "").join("");
+  }
+  return {
+    message,
+    item: { id, type: "message", role, status: "completed", content: parsed.map((p) => p.item) },
+  };
+}
+
+/** One input item (a message, a function call or a function call's output). */
+export function parseInputItem(item: JsonFields): InputItem {
+  const type = item.string("type") ?? "message";
+  const id = item.string("id") || undefined;
+  if (type === "function_call_output") {
+    const callId = item.requiredString("call_id");
+    const output = item.string("output") ?? "";
+    return {
+      message: { role: "tool", content: output, toolCallId: callId },
+      item: {
+        id: id ?? hexId("fco"),
+        type,
+        call_id: callId,
+        output,
+        status: "completed",
+      },
+    };
+  }
+  if (type === "function_call") {
+    const call = {
+      index: 0,
+      id: item.requiredString("call_id"),
+      name: item.requiredString("name"),
+      arguments: item.string("arguments") ?? "",
+    };
+    return {
+      message: { role: "assistant", content: "", toolCalls: [call] },
+      item: {
+        id: id ?? hexId("fc"),
+        type,
+        status: "completed",
+        arguments: call.arguments,
+        call_id: call.id,
+        name: call.name,
+      },
+    };
+  }
+  if (type !== "message") item.fail("type", `'${type}' is not supported`);
+  return parseMessageItem(item, id ?? hexId("msg"));
+}
+
+/**
+ * The run messages of input items in order. A function call joins the assistant message before
+ * it (the text the model said first, or the calls of the same turn), as Chat Completions
+ * backends expect the calls of one turn in one assistant message.
+ */
+export function itemMessages(items: readonly InputItem[]): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  for (const { message } of items) {
+    const last = messages.at(-1);
+    if (message.toolCalls && last?.role === "assistant" && !last.parts) {
+      const calls = last.toolCalls ??= [];
+      for (const call of message.toolCalls) calls.push({ ...call, index: calls.length });
+      continue;
+    }
+    messages.push(message.toolCalls ? { ...message, toolCalls: [...message.toolCalls] } : message);
+  }
+  return messages;
+}
+
+function parseInput(body: JsonFields): InputItem[] {
   const v = body.value.input;
   if (v === undefined || v === null) body.fail("input", "is required");
-  if (typeof v === "string") return [{ role: "user", content: v }];
+  if (typeof v === "string") {
+    return [parseInputItem(new JsonFields({ role: "user", content: v }, "input"))];
+  }
   const items = body.objects("input");
   if (items.length === 0) body.fail("input", "must not be empty");
-  return items.map((item): ChatMessage => {
-    const type = item.string("type") ?? "message";
-    if (type === "function_call_output") {
-      return {
-        role: "tool",
-        content: item.string("output") ?? "",
-        toolCallId: item.requiredString("call_id"),
-      };
-    }
-    if (type === "function_call") {
-      return {
-        role: "assistant",
-        content: "",
-        toolCalls: [{
-          index: 0,
-          id: item.requiredString("call_id"),
-          name: item.requiredString("name"),
-          arguments: item.string("arguments") ?? "",
-        }],
-      };
-    }
-    if (type !== "message") item.fail("type", `'${type}' is not supported`);
-    const role = item.requiredString("role");
-    if (!(INPUT_ROLES as readonly string[]).includes(role)) {
-      item.fail("role", `must be one of ${INPUT_ROLES.join(", ")}: got '${role}'`);
-    }
-    return { role: role as ChatMessage["role"], content: contentText(item) };
-  });
+  return items.map(parseInputItem);
 }
 
 /** Validates a Responses body; errors name the bad field. */
@@ -80,8 +202,12 @@ export function parseResponsesRequest(
 ): ResponsesRequest {
   const model = body.requiredString("model");
   const instructions = body.string("instructions") ?? null;
-  const messages = parseInput(body);
+  const items = parseInput(body);
+  const messages = itemMessages(items);
   if (instructions) messages.unshift({ role: "system", content: instructions });
+  const store = body.boolean("store") ?? true;
+  const previousResponseId = body.string("previous_response_id") ?? null;
+  if (previousResponseId === "") body.fail("previous_response_id", "must not be empty");
   const sampling: RunInput["sampling"] = {};
   const temperature = body.number("temperature", { min: 0, max: 2 });
   if (temperature !== undefined) sampling.temperature = temperature;
@@ -124,14 +250,28 @@ export function parseResponsesRequest(
       wholeAnswer: !stream,
       ...choices,
     },
+    store,
+    previousResponseId,
+    inputItems: items.map((i) => i.item),
+    instructionMessages: instructions ? 1 : 0,
   };
 }
 
-function hexId(prefix: string): string {
+/** A new id of an API object: `prefix_` and 32 hex digits. */
+export function hexId(prefix: string): string {
   return `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
 }
 
-type Status = "in_progress" | "completed" | "incomplete" | "failed";
+type Status = "in_progress" | "completed" | "incomplete" | "failed" | "cancelled";
+
+/**
+ * What becomes of a finished `response` object before it is answered: stored when the request
+ * asked (`stored_responses.ts`), answered with `store: false` when it was not. The identity
+ * function when nothing is stored.
+ */
+export type KeepResponse = (response: Record<string, unknown>) => Record<string, unknown>;
+
+const answerAsIs: KeepResponse = (response) => response;
 
 /** Builds `response` objects that share one id and the request's echo fields. */
 class ResponseShell {
@@ -157,9 +297,9 @@ class ResponseShell {
       model: this.req.model,
       output,
       parallel_tool_calls: this.req.echo.parallelToolCalls,
-      previous_response_id: null,
+      previous_response_id: this.req.previousResponseId,
       reasoning: { effort: null, summary: null },
-      store: false,
+      store: this.req.store,
       temperature: this.req.temperature,
       text: { format: this.req.echo.textFormat },
       tool_choice: this.req.echo.toolChoice,
@@ -185,7 +325,11 @@ function textPart(text: string) {
   return { type: "output_text", text, annotations: [], logprobs: [] };
 }
 
-function messageItem(id: string, status: "in_progress" | "completed", content: unknown[]) {
+function messageItem(
+  id: string,
+  status: "in_progress" | "completed" | "incomplete",
+  content: unknown[],
+) {
   return { id, type: "message", status, role: "assistant", content };
 }
 
@@ -200,8 +344,12 @@ function functionItem(call: ToolCall, status: "in_progress" | "completed", args:
   };
 }
 
-/** The non-streaming `response` body. */
-export function responseObject(req: ResponsesRequest, answer: RunAnswer): Record<string, unknown> {
+/** The non-streaming `response` body, passed through `keep` (see {@linkcode KeepResponse}). */
+export function responseObject(
+  req: ResponsesRequest,
+  answer: RunAnswer,
+  keep: KeepResponse = answerAsIs,
+): Record<string, unknown> {
   const shell = new ResponseShell(req);
   const output: unknown[] = [];
   if (answer.text !== "" || answer.toolCalls.length === 0) {
@@ -209,20 +357,22 @@ export function responseObject(req: ResponsesRequest, answer: RunAnswer): Record
   }
   for (const call of answer.toolCalls) output.push(functionItem(call, "completed", call.arguments));
   const incomplete = answer.finishReason === "length";
-  return shell.build(incomplete ? "incomplete" : "completed", output, {
+  return keep(shell.build(incomplete ? "incomplete" : "completed", output, {
     usage: answer.usage,
     ...(incomplete ? { incomplete: "max_output_tokens" } : {}),
-  });
+  }));
 }
 
 /**
  * The SSE events of a streamed response, written to `out` as the run's events are passed in
- * with `next(event)`; the generator returns after the event that ends the response.
+ * with `next(event)`; the generator returns after the event that ends the response, whose
+ * `response` went through `keep` first.
  */
 export function* responseEvents(
   req: ResponsesRequest,
   meter: RequestMeter,
   out: (text: string) => void,
+  keep: KeepResponse = answerAsIs,
 ): Generator<void, void, RunEvent> {
   const shell = new ResponseShell(req);
   let seq = 0;
@@ -321,26 +471,34 @@ export function* responseEvents(
         meter.usage(final.inputTokens, final.outputTokens);
         if (event.finishReason === "length" && calls.length === 0) {
           emit("response.incomplete", {
-            response: shell.build("incomplete", output, {
+            response: keep(shell.build("incomplete", output, {
               usage: final,
               incomplete: "max_output_tokens",
-            }),
+            })),
           });
         } else {
           emit("response.completed", {
-            response: shell.build("completed", output, { usage: final }),
+            response: keep(shell.build("completed", output, { usage: final })),
           });
         }
         return;
       }
       case "failed":
       case "cancelled": {
+        // What was said before the failure stays in the (stored) output, marked incomplete.
+        if (opened) output.unshift(messageItem(msgId, "incomplete", [textPart(text)]));
         const err = errorOf(event)!;
         const error = {
           code: err.code === "OVERLOADED" ? "rate_limit_exceeded" : "server_error",
           message: err.message,
         };
-        emit("response.failed", { response: shell.build("failed", output, { error }) });
+        // The stream has no event of its own for a cancelled response: it ends as failed.
+        const response = shell.build(
+          event.type === "cancelled" ? "cancelled" : "failed",
+          output,
+          { error },
+        );
+        emit("response.failed", { response: keep(response) });
         return;
       }
     }
