@@ -38,7 +38,16 @@ export interface NodeConfig {
   policy: NodePolicy;
   /** Adapter health probes (`health_monitor.ts`): period and limit of one probe. */
   health: { intervalMs: number; probeTimeoutMs: number };
+  /**
+   * `drain_timeout_ms`: how long a stopping node (SIGTERM, SIGINT) lets its runs in flight
+   * finish before it cancels the rest; 0 cancels them at once. Keep it below the container's
+   * stop grace period (compose gives nodes 30 s).
+   */
+  shutdown: { drainTimeoutMs: number };
 }
+
+/** Longest `shutdown.drain_timeout_ms`: a day (the wire carries it as a uint32). */
+export const MAX_DRAIN_TIMEOUT_MS = 86_400_000;
 
 /** Environment variables that override Node config keys. */
 export const NODE_ENV: readonly EnvOverride[] = [
@@ -53,6 +62,7 @@ export const NODE_ENV: readonly EnvOverride[] = [
   { env: "IOP_NODE_HTTP_HOST", path: "http.host", type: "string" },
   { env: "IOP_NODE_HTTP_PORT", path: "http.port", type: "number" },
   { env: "IOP_NODE_HISTORY_PATH", path: "history.path", type: "string" },
+  { env: "IOP_NODE_SHUTDOWN_DRAIN_TIMEOUT_MS", path: "shutdown.drain_timeout_ms", type: "number" },
 ];
 
 /** Loads the Node config file, then applies environment overrides. */
@@ -71,6 +81,7 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
   const http = root.section("http");
   const history = root.section("history");
   const health = root.section("health");
+  const shutdown = root.section("shutdown");
   const id = node.nonEmpty("id");
   return {
     file,
@@ -97,6 +108,12 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
     health: {
       intervalMs: health.number("interval_ms", 15_000, { min: 0 }),
       probeTimeoutMs: health.number("probe_timeout_ms", 3_000, { min: 10 }),
+    },
+    shutdown: {
+      drainTimeoutMs: shutdown.number("drain_timeout_ms", 25_000, {
+        min: 0,
+        max: MAX_DRAIN_TIMEOUT_MS,
+      }),
     },
   };
 }

@@ -30,6 +30,28 @@ Deno.test("a node config with only id and token gets the documented defaults", (
     history: { path: ".iop/n1/history.db", outputCapBytes: 1024 * 1024 },
     policy: DEFAULT_NODE_POLICY,
     health: { intervalMs: 15_000, probeTimeoutMs: 3_000 },
+    shutdown: { drainTimeoutMs: 25_000 },
+  });
+});
+
+Deno.test("shutdown.drain_timeout_ms is read; 0 is allowed, a negative one is refused", async () => {
+  const raw = (ms: unknown) => ({
+    node: { id: "n", token: "t" },
+    shutdown: { drain_timeout_ms: ms },
+  });
+  assert.equal(parseNodeConfig(raw(5_000), "node.yaml").shutdown.drainTimeoutMs, 5_000);
+  assert.equal(parseNodeConfig(raw(0), "node.yaml").shutdown.drainTimeoutMs, 0);
+  assert.throws(() => parseNodeConfig(raw(-1), "node.yaml"), {
+    name: "ConfigError",
+    message: "node.yaml: shutdown.drain_timeout_ms: must be at least 0: current value is -1",
+  });
+  assert.throws(() => parseNodeConfig(raw("25s"), "node.yaml"), {
+    name: "ConfigError",
+    message: "node.yaml: shutdown.drain_timeout_ms: must be a number: current value is '25s'",
+  });
+  await withFile("node: { id: n1, token: t1 }\n", async (path) => {
+    const env = (n: string) => n === "IOP_NODE_SHUTDOWN_DRAIN_TIMEOUT_MS" ? "9000" : undefined;
+    assert.equal((await loadNodeConfig(path, env)).shutdown.drainTimeoutMs, 9_000);
   });
 });
 

@@ -1,6 +1,7 @@
 /**
  * Starts a Node: reads its config, opens its run history, dials its Edge, serves health and
- * metrics. Usage: `deno task node [--config deploy/config/node.yaml]`.
+ * metrics; on SIGTERM or SIGINT it drains its runs (`drain.ts`) and exits 0.
+ * Usage: `deno task node [--config deploy/config/node.yaml]`.
  * @module
  */
 import { Registry } from "prom-client";
@@ -17,6 +18,7 @@ import { adapterCatalog } from "./adapters/catalog.ts";
 import { reapOrphanedGroups } from "./adapters/group_reaper.ts";
 import { buildAdapterRegistry } from "./adapters/registry.ts";
 import { loadNodeConfig } from "./config.ts";
+import { drainRuns } from "./drain.ts";
 import { HealthMonitor, probeOnFailure } from "./health_monitor.ts";
 import { createNodeHttp } from "./http/health.ts";
 import { NodeCore } from "./node.ts";
@@ -139,17 +141,38 @@ const server = startupStep(
     }, app.fetch),
 );
 
-let stopping = false;
+// A stop signal drains (drain.ts): no new runs, those in flight finish for up to
+// shutdown.drain_timeout_ms while the link stays up, then the rest are cancelled. A second
+// signal during the drain cancels them at once.
+let stopping: AbortController | undefined;
 const shutdown = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  logger.info("node stopping", { signal });
+  if (stopping) {
+    if (!stopping.signal.aborted) {
+      logger.warn("node stopping at once: signal received again during the drain", {
+        signal,
+        runs_left: core.inFlight,
+      });
+      stopping.abort();
+    }
+    return;
+  }
+  stopping = new AbortController();
+  logger.info("node stopping", { signal, runs_in_flight: core.inFlight });
+  await drainRuns({
+    core,
+    announce: (deadlineMs) => client.announceDraining(deadlineMs),
+    timeoutMs: config.shutdown.drainTimeoutMs,
+    logger: logger.with({ node_id: config.node.id }),
+    signal: stopping.signal,
+  });
   await client.stop();
   health.stop();
   await core.close();
   await server.shutdown();
+  // Every run has ended and been recorded: closing the store writes the history out.
   store.close();
   await shutdownTracing();
+  logger.info("node stopped", { node_id: config.node.id });
   Deno.exit(0);
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

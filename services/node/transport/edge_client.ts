@@ -72,6 +72,12 @@ export interface AdapterHealthFeed {
 export interface EdgeClient {
   /** True while registered with the Edge. */
   readonly registered: boolean;
+  /**
+   * Tells the Edge this node is stopping (EdgeNodeEvent.draining), so it routes no new run
+   * here; its runs in flight keep streaming and heartbeats go on. Sent at once when registered
+   * and again after a re-registration. `deadlineMs`: how long the node waits for those runs.
+   */
+  announceDraining(deadlineMs: number): void;
   /** Stops reconnecting and closes the link. */
   stop(): Promise<void>;
 }
@@ -85,6 +91,8 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
   let registered = false;
   let current: Conn | undefined;
   let wakeSleep: (() => void) | undefined;
+  /** Set once the node drains: the deadline it announced, repeated on every new link. */
+  let drainDeadlineMs: number | undefined;
 
   const loop = (async () => {
     let delay = initial;
@@ -113,6 +121,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
         outcome = await session(conn, options, () => {
           registered = true;
           delay = initial;
+          if (drainDeadlineMs !== undefined) sendDraining(conn, options, drainDeadlineMs);
         });
       } catch (err) {
         if (!stopped) logger.warn("cannot reach edge", { edge: options.edgeAddress, err });
@@ -141,6 +150,10 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
     get registered() {
       return registered;
     },
+    announceDraining: (deadlineMs) => {
+      drainDeadlineMs = deadlineMs;
+      if (registered && current) sendDraining(current, options, deadlineMs);
+    },
     stop: async () => {
       stopped = true;
       // Cancel first so that the Edge hears each run end as cancelled, then close the link.
@@ -151,6 +164,23 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       await loop;
     },
   };
+}
+
+/** Sends EdgeNodeEvent.draining: this node takes no new runs and finishes its own. */
+function sendDraining(conn: Conn, options: EdgeClientOptions, deadlineMs: number): void {
+  conn.send(create(NodeEnvelopeSchema, {
+    msg: {
+      case: "nodeEvent",
+      value: {
+        nodeId: options.nodeId,
+        timestampMs: BigInt(Date.now()),
+        event: {
+          case: "draining",
+          value: { runsInFlight: options.core.inFlight, deadlineMs },
+        },
+      },
+    },
+  })).catch(() => {});
 }
 
 function heartbeatEnvelope(runsInFlight: number) {

@@ -2,20 +2,49 @@
  * The Node's link against a fake Edge on a real socket: what frames the run events travel in.
  */
 import assert from "node:assert/strict";
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { type NodeEnvelope, NodeEnvelopeSchema } from "../../../proto/gen/iop/v1/node_pb.ts";
+import { type RunInput, runInput } from "../../../shared/run.ts";
+import { toRunRequest } from "../../../shared/run_codec.ts";
+import { startFakeOllama } from "../../../shared/testing/fake_ollama.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { createLogger } from "../../../shared/log.ts";
 import { FrameConnection } from "../../../shared/wire/connection.ts";
 import { plainLink } from "../../../shared/wire/link.ts";
+import { adapterCatalog } from "../adapters/catalog.ts";
 import { mockAdapterFactory } from "../adapters/mock.ts";
 import { buildAdapterRegistry } from "../adapters/registry.ts";
 import { NodeCore } from "../node.ts";
-import { DEFAULT_NODE_POLICY } from "../policy.ts";
+import { DEFAULT_NODE_POLICY, type NodePolicy } from "../policy.ts";
 import { openRunStore } from "../store/sqlite_store.ts";
 import { startEdgeClient } from "./edge_client.ts";
 
+/** What {@linkcode framesOfOneRun} runs: its adapter's kind and settings, and its input. */
+interface OneRun {
+  kind: "mock" | "ollama";
+  settings: Record<string, unknown>;
+  input: RunInput;
+}
+
+const ECHO_RUN: OneRun = {
+  kind: "mock",
+  settings: { tokens: 5, token_delay_ms: 0 },
+  input: runInput({ adapter: "mock", target: "echo" }),
+};
+
+/** The default policy, plus model servers on this host. */
+const POLICY: NodePolicy = {
+  ...DEFAULT_NODE_POLICY,
+  adapterKinds: ["mock", "ollama"],
+  backendHosts: ["127.0.0.1"],
+  isDefault: false,
+};
+
 /** Registers one node with a fake Edge, runs one mock run, and returns the frames it sent. */
-async function framesOfOneRun(acceptsEventBatches: boolean): Promise<NodeEnvelope["msg"][]> {
+async function framesOfOneRun(
+  acceptsEventBatches: boolean,
+  run: OneRun = ECHO_RUN,
+): Promise<NodeEnvelope["msg"][]> {
   using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const logger = createLogger("test", { level: "error" });
   const store = openRunStore(":memory:");
@@ -23,8 +52,8 @@ async function framesOfOneRun(acceptsEventBatches: boolean): Promise<NodeEnvelop
     nodeId: "n1",
     store,
     logger,
-    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
-    policy: DEFAULT_NODE_POLICY,
+    buildAdapters: (c) => buildAdapterRegistry(c, adapterCatalog()),
+    policy: POLICY,
   });
   const client = startEdgeClient({
     edgeAddress: `127.0.0.1:${listener.addr.port}`,
@@ -53,10 +82,10 @@ async function framesOfOneRun(acceptsEventBatches: boolean): Promise<NodeEnvelop
             nodeId: "n1",
             heartbeatIntervalMs: 60_000,
             adapters: [{
-              name: "mock",
-              kind: "mock",
+              name: run.input.adapter,
+              kind: run.kind,
               enabled: true,
-              settingsJson: JSON.stringify({ tokens: 5, token_delay_ms: 0 }),
+              settingsJson: JSON.stringify(run.settings),
             }],
           },
         },
@@ -64,7 +93,10 @@ async function framesOfOneRun(acceptsEventBatches: boolean): Promise<NodeEnvelop
     }));
     assert.equal((await messages.next()).value?.msg.case, "nodeEvent");
     await conn.send(create(NodeEnvelopeSchema, {
-      msg: { case: "runRequest", value: { runId: "r1", adapter: "mock", target: "echo" } },
+      msg: {
+        case: "runRequest",
+        value: toRunRequest("r1", run.input),
+      },
     }));
     for await (const envelope of messages) {
       frames.push(envelope.msg);
@@ -113,4 +145,122 @@ Deno.test("to an Edge that does not accept batches each run event is its own fra
   const frames = await framesOfOneRun(false);
   assert.equal(eventsOf(frames).length, 8);
   assert.ok(frames.every((m) => m.case === "runEvent"));
+});
+
+Deno.test("a large embedding answer reaches the Edge in frames under the frame limit", async () => {
+  // 160 vectors of 8192 values are 5 MiB of floats, answered at once: one batch frame would
+  // exceed 4 MiB and make the Edge close the link; the relay spreads them over frames.
+  await using ollama = startFakeOllama({ defaults: { embeddingDimensions: 8192 } });
+  const inputs = Array.from({ length: 160 }, (_, i) => `input ${i}`);
+  const frames = await framesOfOneRun(true, {
+    kind: "ollama",
+    settings: { base_url: ollama.url },
+    input: runInput({ adapter: "ollama", target: "llama3.2", embed: { inputs } }),
+  });
+  const events = frames.flatMap((m) =>
+    m.case === "runEvents" ? m.value.events : m.case === "runEvent" ? [m.value] : []
+  );
+  const vectors = events.flatMap((e) => e.event.case === "embedding" ? [e.event.value] : []);
+  assert.deepEqual(vectors.map((v) => v.index), inputs.map((_, i) => i));
+  assert.ok(vectors.every((v) => v.values.length === 8192));
+  assert.equal(events.at(-1)?.event.case, "completed");
+  for (const frame of frames) {
+    const size = toBinary(NodeEnvelopeSchema, create(NodeEnvelopeSchema, { msg: frame })).length;
+    assert.ok(size < DEFAULT_MAX_FRAME_BYTES / 2, `a frame of ${size} bytes`);
+  }
+});
+
+/** A fake Edge's side of one registered link: sends the registration answer, reads the rest. */
+async function acceptNode(listener: Deno.TcpListener) {
+  const conn = new FrameConnection(plainLink(await listener.accept()), {
+    inSchema: NodeEnvelopeSchema,
+    outSchema: NodeEnvelopeSchema,
+  });
+  const messages = conn.messages();
+  assert.equal((await messages.next()).value?.msg.case, "registerRequest");
+  await conn.send(create(NodeEnvelopeSchema, {
+    msg: {
+      case: "registerResponse",
+      value: {
+        accepted: true,
+        config: {
+          nodeId: "n1",
+          heartbeatIntervalMs: 60_000,
+          adapters: [{
+            name: "mock",
+            kind: "mock",
+            enabled: true,
+            settingsJson: JSON.stringify({ tokens: 3, token_delay_ms: 0 }),
+          }],
+        },
+      },
+    },
+  }));
+  /** The next frame that is not a heartbeat. */
+  const next = async () => {
+    for (;;) {
+      const { done, value } = await messages.next();
+      assert.ok(!done, "the node closed the link");
+      if (value.msg.case !== "heartbeat") return value.msg;
+    }
+  };
+  return { conn, next };
+}
+
+Deno.test("a draining node tells its Edge, again after a redial, and refuses a run that still comes", async () => {
+  using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const logger = createLogger("test", { level: "error" });
+  const store = openRunStore(":memory:");
+  const core = new NodeCore({
+    nodeId: "n1",
+    store,
+    logger,
+    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
+    policy: DEFAULT_NODE_POLICY,
+  });
+  const client = startEdgeClient({
+    edgeAddress: `127.0.0.1:${listener.addr.port}`,
+    tls: undefined,
+    nodeId: "n1",
+    token: "t",
+    version: "test",
+    core,
+    logger,
+    backoffInitialMs: 10,
+    backoffMaxMs: 20,
+  });
+  try {
+    const first = await acceptNode(listener);
+    const applied = await first.next();
+    assert.equal(applied.case === "nodeEvent" && applied.value.event.case, "configApplied");
+
+    core.refuseNewRuns("stopping");
+    client.announceDraining(25_000);
+    const draining = await first.next();
+    assert.ok(draining.case === "nodeEvent" && draining.value.event.case === "draining");
+    assert.deepEqual(
+      { runs: draining.value.event.value.runsInFlight, ms: draining.value.event.value.deadlineMs },
+      { runs: 0, ms: 25_000 },
+    );
+
+    await first.conn.send(create(NodeEnvelopeSchema, {
+      msg: { case: "runRequest", value: { runId: "r1", adapter: "mock", target: "echo" } },
+    }));
+    const refused = await first.next();
+    assert.ok(refused.case === "runEvent" && refused.value.event.case === "failed");
+    assert.equal(refused.value.event.value.error?.code, "UNAVAILABLE");
+    assert.equal(refused.value.event.value.error?.retryable, true);
+    assert.match(refused.value.event.value.error?.message ?? "", /node 'n1' is stopping/);
+    assert.equal(core.history(10).length, 0, "a refused run leaves no history row");
+
+    // The link drops; on the next one the node says again that it drains, right after login.
+    first.conn.close("test drops the link");
+    const second = await acceptNode(listener);
+    const again = await second.next();
+    assert.equal(again.case === "nodeEvent" && again.value.event.case, "draining");
+    second.conn.close("test done");
+  } finally {
+    await client.stop();
+    store.close();
+  }
 });
