@@ -21,7 +21,7 @@ const USAGE = `Usage: deno task certs [command] [options]
 
 Commands:
   (none)            create the CA if absent; issue, renew or keep each certificate
-                    (without --edge/--cp/--node: edge-local, cp-local, node-1)
+                    (without --edge/--cp/--node/--enroll: edge-local, cp-local, node-1)
   rotate-ca         start a CA rotation: new CA, ca.pem trusts new + old, every
                     certificate in the directory re-issued by the new CA
   drop-previous-ca  end a rotation: ca.pem trusts the current CA only (refused
@@ -33,15 +33,20 @@ Options:
   --edge ID[=HOST,HOST]     an Edge certificate (repeatable); hosts default to ID,localhost,127.0.0.1
   --cp ID[=HOST,HOST]       a Control Plane certificate (repeatable); same default hosts
   --node ID[=HOST,HOST]     a Node certificate (repeatable); hosts default to ID
+  --enroll RULE             the certificate of Edge enrollment rule RULE (repeatable): every
+                            node joining by the rule shows it (SAN iop://enroll/RULE, no host,
+                            client use only)
   --days N                  validity of certificates issued now, in days (default 397)
   --renew-within-days N     renew certificates expiring within N days (default 30)
   -h, --help                show this help
 
-Files: ca.pem (trust bundle), ca-key.pem, <role>-<id>.pem, <role>-<id>-key.pem.
+Files: ca.pem (trust bundle), ca-key.pem, <role>-<id>.pem, <role>-<id>-key.pem
+(enrollment: enroll-<rule>.pem, enroll-<rule>-key.pem).
 
 Examples:
   deno task certs
   deno task certs --dir certs --edge edge-a --edge edge-b=edge-b.example.com,10.0.0.5 --node node-a1 --cp cp
+  deno task certs --dir certs --enroll gpu
   deno task certs rotate-ca --dir certs
   deno task certs list --dir certs`;
 
@@ -80,6 +85,7 @@ function parse(args: string[]): Invocation | "help" {
         edge: { type: "string", multiple: true },
         cp: { type: "string", multiple: true },
         node: { type: "string", multiple: true },
+        enroll: { type: "string", multiple: true },
         days: { type: "string" },
         "renew-within-days": { type: "string" },
         help: { type: "boolean", short: "h" },
@@ -103,9 +109,10 @@ function parse(args: string[]): Invocation | "help" {
     ...(values.edge ?? []).map((spec) => service("edge", spec)),
     ...(values.cp ?? []).map((spec) => service("cp", spec)),
     ...(values.node ?? []).map((spec) => service("node", spec)),
+    ...(values.enroll ?? []).map((spec) => service("enroll", spec)),
   ];
   if (command !== "ensure" && services.length > 0) {
-    throw new UsageError(`Cannot use --edge, --cp or --node with '${command}'`);
+    throw new UsageError(`Cannot use --edge, --cp, --node or --enroll with '${command}'`);
   }
   const out: Invocation = {
     command: command as Command,

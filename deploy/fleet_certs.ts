@@ -1,16 +1,20 @@
 /**
  * The fleet's certificates: one CA per fleet and one leaf per service (`node`, `edge`, `cp`), kept
- * in a directory that `deno task certs`, `deno task up` and the compose init container share.
+ * in a directory that `deno task certs`, `deno task up` and the compose init container share,
+ * and one leaf per Edge enrollment rule (`enroll`) that every node joining by the rule shows.
  *
  * Layout of the directory:
  * - `ca.pem`: the trust bundle verifiers load: the current CA first, then a previous CA that is
  *   still trusted while a rotation is under way; `ca-key.pem` (0600): the current CA's key;
  *   `ca-previous.pem`: the old CA while a rotation is under way.
- * - `<role>-<id>.pem` and `<role>-<id>-key.pem` (0600) per service, e.g. `edge-edge-local.pem`.
+ * - `<role>-<id>.pem` and `<role>-<id>-key.pem` (0600) per service, e.g. `edge-edge-local.pem`;
+ *   `enroll-<rule>.pem` and `enroll-<rule>-key.pem` per enrollment rule, e.g. `enroll-gpu.pem`.
  *
  * Keys are ECDSA P-256 (PKCS#8 PEM), signatures SHA-256. A leaf names its service as the SAN
  * `URI:iop://<role>/<id>` next to its DNS names and IP addresses and may serve as both TLS server
- * and client. Every file is written to a temporary name and renamed, so a crash never leaves half
+ * and client; an enrollment leaf names `URI:iop://enroll/<rule>` only (no host: many hosts share
+ * it) and serves as a TLS client only, so that no host holding it can pose as a server of the
+ * fleet. Every file is written to a temporary name and renamed, so a crash never leaves half
  * a key; the CA key is staged the same way, so an interrupted CA change completes on the next run.
  * @module
  */
@@ -20,8 +24,11 @@ import { isIP } from "node:net";
 import { basename, dirname, join, resolve } from "node:path";
 import { IopError } from "../shared/errors.ts";
 
-/** The tiers that hold a certificate. */
-export const SERVICE_ROLES = ["node", "edge", "cp"] as const;
+/**
+ * The tiers that hold a certificate, and `enroll`: the certificate of an Edge enrollment rule,
+ * which nodes that join by the rule show instead of one made for their own id in advance.
+ */
+export const SERVICE_ROLES = ["node", "edge", "cp", "enroll"] as const;
 
 /** One of {@linkcode SERVICE_ROLES}. */
 export type ServiceRole = typeof SERVICE_ROLES[number];
@@ -32,7 +39,8 @@ export interface ServiceIdentity {
   id: string;
   /**
    * Absent or empty: edge and cp get `<id>`, `localhost`, `127.0.0.1`; a node gets `<id>` (the id
-   * only where it is a valid DNS name). The SAN `URI:iop://<role>/<id>` is always added.
+   * only where it is a valid DNS name); an enrollment certificate none (and may be given none).
+   * The SAN `URI:iop://<role>/<id>` is always added.
    */
   hosts?: string[];
 }
@@ -102,7 +110,7 @@ const DEFAULT_RENEW_WITHIN_DAYS = 30;
 const ID_PATTERN = /^[A-Za-z0-9._-]+$/;
 const DNS_PATTERN =
   /^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
-const LEAF_FILE = /^(node|edge|cp)-([A-Za-z0-9._-]+)\.pem$/;
+const LEAF_FILE = /^(node|edge|cp|enroll)-([A-Za-z0-9._-]+)\.pem$/;
 const CA_BUNDLE = "ca.pem";
 const CA_KEY = "ca-key.pem";
 const CA_PREVIOUS = "ca-previous.pem";
@@ -142,7 +150,9 @@ export function keyFileName(role: ServiceRole, id: string): string {
 export function certificateHosts(service: ServiceIdentity): string[] {
   const { role, id } = service;
   if (!(SERVICE_ROLES as readonly string[]).includes(role)) {
-    throw invalid(`Cannot issue a certificate as the role must be node, edge or cp: got '${role}'`);
+    throw invalid(
+      `Cannot issue a certificate as the role must be node, edge, cp or enroll: got '${role}'`,
+    );
   }
   if (!ID_PATTERN.test(id)) {
     throw invalid(
@@ -151,7 +161,13 @@ export function certificateHosts(service: ServiceIdentity): string[] {
     );
   }
   let hosts = service.hosts ?? [];
-  if (hosts.length === 0) {
+  if (role === "enroll" && hosts.length > 0) {
+    throw invalid(
+      `Cannot issue a certificate for enroll '${id}' with hosts: every node enrolling by the ` +
+        `rule shares it, so it names the rule only`,
+    );
+  }
+  if (hosts.length === 0 && role !== "enroll") {
     const own = DNS_PATTERN.test(id.toLowerCase()) ? [id] : [];
     hosts = role === "node" ? own : [...own, "localhost", "127.0.0.1"];
   }
@@ -438,10 +454,12 @@ async function issueLeaf(
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([
-        x509.ExtendedKeyUsage.serverAuth,
-        x509.ExtendedKeyUsage.clientAuth,
-      ]),
+      // Shared by many hosts, an enrollment certificate must not let one of them serve as a peer.
+      new x509.ExtendedKeyUsageExtension(
+        role === "enroll"
+          ? [x509.ExtendedKeyUsage.clientAuth]
+          : [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth],
+      ),
       new x509.SubjectAlternativeNameExtension(sans),
       await x509.AuthorityKeyIdentifierExtension.create(ca.cert),
     ],

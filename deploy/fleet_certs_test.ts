@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import tls from "node:tls";
+import "reflect-metadata";
+import * as x509 from "@peculiar/x509";
 import type { AddressInfo } from "node:net";
 import { IopError } from "../shared/errors.ts";
 import {
@@ -315,4 +317,44 @@ Deno.test("deno task certs exits 2 on an unknown flag or a bad id, writing nothi
   assert.equal(badId.code, 2);
   assert.match(badId.stderr, /node 'node\/1' as an id must be non-empty/);
   await assert.rejects(Deno.stat(`${dir.path}/certs`), Deno.errors.NotFound);
+});
+
+Deno.test("an enrollment certificate names only its rule and serves as a TLS client only", async () => {
+  await using dir = await tempDir();
+  const gpu: ServiceIdentity = { role: "enroll", id: "gpu" };
+  const certs = await ensureFleetCertificates(dir.path, [EDGE, gpu]);
+  const [info] = (await listCertificates(dir.path)).filter((c) => c.role === "enroll");
+  assert.deepEqual([info?.file, info?.id, info?.sans], [
+    "enroll-gpu.pem",
+    "gpu",
+    ["URI:iop://enroll/gpu"],
+  ]);
+  const cert = new x509.X509Certificate(await Deno.readTextFile(certs.certFor("enroll", "gpu")));
+  const usage = cert.getExtension(x509.ExtendedKeyUsageExtension);
+  assert.deepEqual([...usage?.usages ?? []], [x509.ExtendedKeyUsage.clientAuth]);
+  // As a node's client certificate it completes mutual TLS with the edge, naming the rule.
+  const seen = await handshake(await party(certs, EDGE), await party(certs, gpu));
+  assert.deepEqual(seen.error, undefined);
+  assert.deepEqual(seen.clientSan, "URI:iop://enroll/gpu");
+  // Many hosts share it: it may name none.
+  await assert.rejects(
+    ensureFleetCertificates(dir.path, [{ ...gpu, hosts: ["gpu-1"] }]),
+    (err: unknown) =>
+      err instanceof IopError && err.code === "INVALID_ARGUMENT" &&
+      /for enroll 'gpu' with hosts/.test(err.message),
+  );
+});
+
+Deno.test("deno task certs --enroll issues a rule's certificate; a host for it is a usage error", async () => {
+  await using dir = await tempDir();
+  const run = await certsCli("--dir", dir.path, "--enroll", "gpu", "--enroll", "cpu");
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stdout, /^issued {3}enroll-gpu\.pem: missing; URI:iop:\/\/enroll\/gpu, until/m);
+  assert.deepEqual((await listCertificates(dir.path)).map((c) => c.file), [
+    "enroll-cpu.pem",
+    "enroll-gpu.pem",
+  ]);
+  const withHost = await certsCli("--dir", dir.path, "--enroll", "gpu=gpu-1.lan");
+  assert.equal(withHost.code, 2);
+  assert.match(withHost.stderr, /certificate for enroll 'gpu' with hosts/);
 });

@@ -26,6 +26,13 @@ import {
   type AdapterSettingsByKind,
 } from "../../shared/adapter_kinds/catalog.ts";
 import type { CliProfile } from "../../shared/adapter_kinds/cli.ts";
+import {
+  ENROLLABLE_ID,
+  NODE_ID_PATTERN,
+  NODE_PLACEHOLDER,
+  sampleNodeId,
+  substituteNode,
+} from "./nodes/enrollment_template.ts";
 import { offers } from "./routing.ts";
 import { readTenants, type TenantRecord } from "./tenants/tenant.ts";
 
@@ -51,13 +58,42 @@ export interface ProviderRecord {
   maxConcurrency: number;
 }
 
-/** A pre-registered node. */
+/** A pre-registered node, or one that joined by an enrollment rule (`enrolledBy`). */
 export interface NodeRecord {
   id: string;
   alias: string;
+  /** The node's token; for an enrolled node, its rule's token (shared by the rule's nodes). */
   token: string;
   adapters: NodeAdapterRecord[];
   providers: ProviderRecord[];
+  /** The enrollment rule the node joined by; absent for a node listed under `nodes`. */
+  enrolledBy?: string;
+}
+
+/**
+ * An `enrollment` rule: nodes not listed under `nodes` whose id matches `nodeIds` and who
+ * present `token` join with a record built from `template` (`nodes/enrollment.ts`).
+ */
+export interface EnrollmentRule {
+  /** Unique; the label of its metrics, and `iop://enroll/<name>` in its certificate. */
+  name: string;
+  /** Plain or `sha256:<hex>`; distinct from every other rule's and node's token. */
+  token: string;
+  /** Ids a node may claim under the rule (`*` wildcards). */
+  nodeIds: string[];
+  /** Nodes enrolled under the rule at once, connected or kept while disconnected. */
+  maxNodes: number;
+  /** How long a disconnected enrolled node keeps its record (status, sessions) before it goes. */
+  retainDisconnectedMs: number;
+  /** The `template` mapping as written (`{node}` not yet replaced); see `enrolledRecord`. */
+  template: Readonly<Record<string, unknown>>;
+  /** Key path of the rule in the config file (`enrollment[0]`), for errors. */
+  path: string;
+  /**
+   * The template expanded for a sample id the rule admits: what the nodes it admits will serve,
+   * for checks that must count them before they join (servable models, known model groups).
+   */
+  sample: NodeRecord;
 }
 
 /** A public model name and how it maps to `adapter + target`. */
@@ -152,7 +188,11 @@ export interface EdgeConfig {
     maxTasks: number;
     maxTaskBytes: number;
   };
+  /** Stored Responses API responses (`services/edge/store/response_store.ts`). */
+  responses: ResponsesConfig;
   nodes: NodeRecord[];
+  /** Rules admitting nodes not listed under `nodes` (empty: only listed nodes register). */
+  enrollment: EnrollmentRule[];
   models: ModelRecord[];
   agents: AgentRecord[];
   /**
@@ -190,6 +230,7 @@ export const EDGE_ENV: readonly EnvOverride[] = [
   },
   { env: "IOP_EDGE_A2A_PUBLIC_URL", path: "a2a.public_url", type: "string" },
   { env: "IOP_EDGE_A2A_STORE_PATH", path: "a2a.store_path", type: "string" },
+  { env: "IOP_EDGE_RESPONSES_STORE_PATH", path: "responses.store_path", type: "string" },
 ];
 
 /** Loads and validates the Edge config file with environment overrides. */
@@ -229,6 +270,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
     n.providers.map((p, j) => [`nodes[${i}].providers[${j}].id`, p.id] as [string, string])
   );
   checkUnique(file, providerIds, "provider id");
+  const enrollment = readEnrollment(root, raw, nodes);
   const models = root.list("models").map(parseModel);
   checkUnique(
     file,
@@ -241,7 +283,9 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
     ]),
     "model name or alias",
   );
-  models.forEach((m, i) => checkServable(file, nodes, m, `models[${i}]`));
+  // A model served only by nodes that enroll later is servable once they do.
+  const servers = [...nodes, ...enrollment.map((rule) => rule.sample)];
+  models.forEach((m, i) => checkServable(file, servers, m, `models[${i}]`));
   return {
     file,
     edge: { id: edge.nonEmpty("id", "edge-local"), labels: edge.stringMap("labels") },
@@ -275,10 +319,41 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       maxTasks: a2a.number("max_tasks", 10_000, { min: 1 }),
       maxTaskBytes: a2a.number("max_task_bytes", 1024 * 1024, { min: 1024 }),
     },
+    responses: readResponses(root.section("responses"), edge.nonEmpty("id", "edge-local")),
     nodes,
+    enrollment,
     models,
     agents: root.list("agents").map(parseAgent),
     tenants: readTenants(root, http),
+  };
+}
+
+/**
+ * The `responses` section: where and how long the Edge keeps Responses API responses created
+ * with `store` (the default), for `GET /v1/responses/{id}` and `previous_response_id`.
+ */
+export interface ResponsesConfig {
+  /** The SQLite file (default `.iop/<edge id>/responses.db`); read once, at start. */
+  storePath: string;
+  /** Responses kept at most; the oldest are dropped first. */
+  maxStored: number;
+  /** How long a response is kept after its creation (default 30 days, as OpenAI). */
+  retentionMs: number;
+  /**
+   * The largest response stored (its input and output items as JSON); a larger one is answered
+   * as usual but not stored, and says so with `store: false`.
+   */
+  maxResponseBytes: number;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+function readResponses(r: ConfigReader, edgeId: string): ResponsesConfig {
+  return {
+    storePath: r.nonEmpty("store_path", `.iop/${edgeId}/responses.db`),
+    maxStored: r.number("max_stored", 10_000, { min: 1 }),
+    retentionMs: r.number("retention_ms", 30 * DAY_MS, { min: 1000 }),
+    maxResponseBytes: r.number("max_response_bytes", 1024 * 1024, { min: 1024 }),
   };
 }
 
@@ -344,6 +419,118 @@ function checkUniqueTokens(file: string, nodes: readonly NodeRecord[]): void {
   });
 }
 
+/**
+ * The `enrollment` list. Each rule's template is checked by expanding it for a sample id the rule
+ * admits; names are unique; tokens differ from each other and from every node's, as secrets.
+ */
+function readEnrollment(
+  root: ConfigReader,
+  raw: unknown,
+  nodes: readonly NodeRecord[],
+): EnrollmentRule[] {
+  const entries = (raw as { enrollment?: unknown[] } | undefined)?.enrollment;
+  const rules = root.list("enrollment").map((r, i) => readEnrollmentRule(r, entries?.[i]));
+  checkUnique(root.file, rules.map((rule) => [`${rule.path}.name`, rule.name]), "enrollment rule");
+  const seen = new Map(nodes.map((n, i) => [secretFingerprint(n.token), `nodes[${i}].token`]));
+  for (const rule of rules) {
+    const first = seen.get(secretFingerprint(rule.token));
+    if (first !== undefined) {
+      throw new ConfigError(
+        root.file,
+        `${rule.path}.token`,
+        `is the same secret as ${first}: every rule and node needs a token of its own`,
+      );
+    }
+    seen.set(secretFingerprint(rule.token), `${rule.path}.token`);
+  }
+  return rules;
+}
+
+const RULE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+function readEnrollmentRule(r: ConfigReader, raw: unknown): EnrollmentRule {
+  const name = r.nonEmpty("name");
+  if (!RULE_NAME.test(name)) {
+    throw r.error(
+      "name",
+      `must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit: current value is '${name}'`,
+    );
+  }
+  const nodeIds = r.strings("node_ids");
+  if (nodeIds.length === 0) throw r.error("node_ids", "must list at least one id pattern");
+  nodeIds.forEach((pattern, i) => {
+    if (!NODE_ID_PATTERN.test(pattern)) {
+      throw r.error(
+        `node_ids[${i}]`,
+        `must use only letters, digits, '.', '_', '-' and '*': current value is '${pattern}'`,
+      );
+    }
+  });
+  if (!r.has("template")) {
+    throw r.error("template", "is required: what every node enrolled under the rule serves");
+  }
+  const template = r.section("template");
+  for (const key of ["id", "token"]) {
+    if (template.has(key)) {
+      throw template.error(
+        key,
+        "must not be set: an enrolling node gives its own id and presents the rule's token",
+      );
+    }
+  }
+  // Two nodes of one rule must not end up with the same alias or provider id.
+  if (template.has("alias") && !template.string("alias").includes(NODE_PLACEHOLDER)) {
+    throw template.error(
+      "alias",
+      `must contain ${NODE_PLACEHOLDER}: each enrolled node needs an alias of its own`,
+    );
+  }
+  template.list("providers").forEach((p) => {
+    if (p.has("id") && !p.string("id").includes(NODE_PLACEHOLDER)) {
+      throw p.error(
+        "id",
+        `must contain ${NODE_PLACEHOLDER}: each enrolled node needs provider ids of its own`,
+      );
+    }
+  });
+  const rule: Omit<EnrollmentRule, "sample"> = {
+    name,
+    // Plain or sha256:<hex> (`deno task hash-secret`), like a node token.
+    token: readStoredSecret(r, "token"),
+    nodeIds,
+    maxNodes: r.number("max_nodes", 256, { min: 1 }),
+    retainDisconnectedMs: r.number("retain_disconnected_ms", 15 * 60_000, { min: 0 }),
+    template: structuredClone((raw as { template: Record<string, unknown> }).template),
+    path: r.path,
+  };
+  const sampleId = sampleNodeId(nodeIds);
+  if (!ENROLLABLE_ID.test(sampleId)) {
+    throw r.error(
+      "node_ids[0]",
+      `must admit ids of letters, digits, '.', '_' and '-' (at most 128): '${sampleId}' is not one`,
+    );
+  }
+  return { ...rule, sample: enrolledRecord(rule, sampleId, r.file) };
+}
+
+/**
+ * The record a node with id `nodeId` gets under `rule`: the template with `{node}` replaced,
+ * read and checked like a `nodes[]` entry; a {@linkcode ConfigError} names the template key.
+ */
+export function enrolledRecord(
+  rule: Omit<EnrollmentRule, "sample">,
+  nodeId: string,
+  file: string,
+): NodeRecord {
+  const expanded = substituteNode(rule.template, nodeId) as Record<string, unknown>;
+  const reader = new ConfigReader(
+    file,
+    { ...expanded, id: nodeId, token: rule.token },
+    `${rule.path}.template`,
+  );
+  return { ...parseNode(reader), enrolledBy: rule.name };
+}
+
 function redactIfToken(what: string, value: string): string {
   return what.includes("token") ? `${value.slice(0, 2)}…` : value;
 }
@@ -399,7 +586,8 @@ function parseNode(r: ConfigReader): NodeRecord {
 
 /**
  * Refuses a model no configured node could ever serve: a pool model needs a provider of its
- * model group, a direct model an enabled adapter that runs its target on some node. (A reload
+ * model group, a direct model an enabled adapter that runs its target on some node (a listed
+ * node, or an enrollment rule's template, for the nodes it admits later). (A reload
  * validates the whole file the same way, so such a model never reaches `/v1/models`.)
  */
 function checkServable(

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError } from "../../shared/config.ts";
 import { hashSecret } from "../../shared/secrets.ts";
-import { loadEdgeConfig, parseEdgeConfig } from "./config.ts";
+import { enrolledRecord, loadEdgeConfig, parseEdgeConfig } from "./config.ts";
 
 const FILE = "edge.yaml";
 
@@ -392,4 +392,196 @@ Deno.test("IOP_EDGE_HTTP_ALLOWED_HOSTS and IOP_EDGE_CORS_ALLOWED_ORIGINS set the
     assert.deepEqual(config.http.allowedHosts, ["edge.example.com", "edge-b"]);
     assert.deepEqual(config.http.cors.allowedOrigins, ["https://app.example.com"]);
   });
+});
+
+Deno.test("responses defaults: a store under .iop/<edge id>, 10000 kept for 30 days, 1 MiB each", () => {
+  const config = parseEdgeConfig({ edge: { id: "edge-r" } }, FILE);
+  assert.deepEqual(config.responses, {
+    storePath: ".iop/edge-r/responses.db",
+    maxStored: 10_000,
+    retentionMs: 30 * 24 * 60 * 60 * 1000,
+    maxResponseBytes: 1024 * 1024,
+  });
+});
+
+Deno.test("responses keys are read, bounded, and store_path follows IOP_EDGE_RESPONSES_STORE_PATH", async () => {
+  const config = parseEdgeConfig({
+    responses: {
+      store_path: "/var/lib/iop/responses.db",
+      max_stored: 5,
+      retention_ms: 60_000,
+      max_response_bytes: 4096,
+    },
+  }, FILE);
+  assert.deepEqual(config.responses, {
+    storePath: "/var/lib/iop/responses.db",
+    maxStored: 5,
+    retentionMs: 60_000,
+    maxResponseBytes: 4096,
+  });
+  rejects({ responses: { store_path: " " } }, "responses.store_path", /must not be empty/);
+  rejects({ responses: { max_stored: 0 } }, "responses.max_stored", /at least 1/);
+  rejects({ responses: { retention_ms: 10 } }, "responses.retention_ms", /at least 1000/);
+  rejects(
+    { responses: { max_response_bytes: 100 } },
+    "responses.max_response_bytes",
+    /at least 1024/,
+  );
+  rejects({ responses: { max_stored: 1.5 } }, "responses.max_stored", /whole number/);
+  await withFile("responses: { store_path: a.db }\n", async (path) => {
+    const env = (name: string) =>
+      name === "IOP_EDGE_RESPONSES_STORE_PATH" ? "/data/responses.db" : undefined;
+    assert.equal((await loadEdgeConfig(path, env)).responses.storePath, "/data/responses.db");
+  });
+});
+
+// --- enrollment ---------------------------------------------------------------------------------
+
+/** A valid enrollment rule; `extra` replaces or adds keys. */
+function rule(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    name,
+    token: `${name}-enroll-token`,
+    node_ids: [`${name}-*`],
+    template: {
+      alias: "{node}-box",
+      adapters: [{ name: "ollama", kind: "ollama", base_url: "http://{node}.lan:11434" }],
+      providers: [{
+        id: "{node}-llama",
+        adapter: "ollama",
+        target: "llama3.2",
+        model_group: "llama3.2",
+        max_concurrency: 4,
+      }],
+    },
+    ...extra,
+  };
+}
+
+Deno.test("enrollment rules are read with their defaults and their template kept as written", () => {
+  const config = parseEdgeConfig(
+    { enrollment: [rule("gpu", { max_nodes: 64 }), rule("cpu")] },
+    FILE,
+  );
+  assert.deepEqual(config.enrollment.map((r) => [r.name, r.nodeIds, r.maxNodes, r.path]), [
+    ["gpu", ["gpu-*"], 64, "enrollment[0]"],
+    ["cpu", ["cpu-*"], 256, "enrollment[1]"],
+  ]);
+  assert.equal(config.enrollment[0]!.token, "gpu-enroll-token");
+  assert.equal(config.enrollment[0]!.retainDisconnectedMs, 15 * 60_000);
+  assert.equal((config.enrollment[0]!.template as { alias: string }).alias, "{node}-box");
+  assert.deepEqual(parseEdgeConfig({}, FILE).enrollment, []);
+});
+
+Deno.test("enrolledRecord() replaces {node} in every template string and marks the rule", () => {
+  const config = parseEdgeConfig({ enrollment: [rule("gpu")] }, FILE);
+  const record = enrolledRecord(config.enrollment[0]!, "gpu-07", FILE);
+  assert.equal(record.id, "gpu-07");
+  assert.equal(record.alias, "gpu-07-box");
+  assert.equal(record.token, "gpu-enroll-token");
+  assert.equal(record.enrolledBy, "gpu");
+  const adapter = record.adapters[0]!;
+  assert.equal(adapter.kind, "ollama");
+  assert.equal(adapter.kind === "ollama" ? adapter.baseUrl : "", "http://gpu-07.lan:11434");
+  assert.deepEqual(record.providers, [{
+    id: "gpu-07-llama",
+    adapter: "ollama",
+    target: "llama3.2",
+    modelGroup: "llama3.2",
+    maxConcurrency: 4,
+  }]);
+  // The rule keeps its template: the next node gets its own expansion.
+  assert.equal(enrolledRecord(config.enrollment[0]!, "gpu-08", FILE).alias, "gpu-08-box");
+});
+
+Deno.test("an enrollment template is checked like a nodes[] entry, for a sample id", () => {
+  const withTemplate = (template: Record<string, unknown>) => ({
+    enrollment: [rule("gpu", { template })],
+  });
+  rejects(
+    withTemplate({ adapters: [{ name: "x", kind: "tpu" }] }),
+    "enrollment[0].template.adapters[0].kind",
+    /must be one of/,
+  );
+  rejects(
+    withTemplate({
+      adapters: [{ name: "mock", kind: "mock" }],
+      providers: [{ id: "{node}-p", adapter: "other", target: "t", model_group: "g" }],
+    }),
+    "enrollment[0].template.providers[0].adapter",
+    /adapter 'other' is not defined on this node/,
+  );
+  rejects(
+    withTemplate({ adapters: [{ name: "o", kind: "ollama", base_url: "http://u:p@{node}:1" }] }),
+    "enrollment[0].template.adapters[0].base_url",
+    /must not contain a user name or password/,
+  );
+  rejects(withTemplate({ id: "x", adapters: [] }), "enrollment[0].template.id", /must not be set/);
+  rejects(withTemplate({ token: "t" }), "enrollment[0].template.token", /must not be set/);
+  rejects(withTemplate({ alias: "gpu" }), "enrollment[0].template.alias", /must contain \{node\}/);
+  rejects(
+    withTemplate({
+      adapters: [{ name: "mock", kind: "mock" }],
+      providers: [{ id: "shared", adapter: "mock", target: "demo", model_group: "g" }],
+    }),
+    "enrollment[0].template.providers[0].id",
+    /must contain \{node\}/,
+  );
+  const { template: _template, ...noTemplate } = rule("gpu");
+  rejects({ enrollment: [noTemplate] }, "enrollment[0].template", /is required/);
+});
+
+Deno.test("enrollment rules need unique names, id patterns and tokens of their own", () => {
+  rejects(
+    { enrollment: [rule("gpu"), rule("gpu", { token: "other" })] },
+    "enrollment[1].name",
+    /duplicate enrollment rule 'gpu'/,
+  );
+  rejects({ enrollment: [rule("gpu one")] }, "enrollment[0].name", /must be 1 to 64 letters/);
+  rejects(
+    { enrollment: [rule("gpu", { node_ids: [] })] },
+    "enrollment[0].node_ids",
+    /at least one/,
+  );
+  rejects(
+    { enrollment: [rule("gpu", { node_ids: ["gpu/*"] })] },
+    "enrollment[0].node_ids[0]",
+    /only letters/,
+  );
+  rejects({ enrollment: [rule("gpu", { max_nodes: 0 })] }, "enrollment[0].max_nodes", /at least 1/);
+  rejects({ enrollment: [rule("gpu", { token: "" })] }, "enrollment[0].token", /must not be empty/);
+  rejects(
+    { enrollment: [rule("gpu"), rule("cpu", { token: hashSecret("gpu-enroll-token") })] },
+    "enrollment[1].token",
+    /same secret as enrollment\[0\]\.token/,
+  );
+  rejects(
+    { nodes: [node("n1")], enrollment: [rule("gpu", { token: "n1-token" })] },
+    "enrollment[0].token",
+    /same secret as nodes\[0\]\.token/,
+  );
+  // The message never shows the token.
+  assert.throws(
+    () =>
+      parseEdgeConfig(
+        { nodes: [node("n1")], enrollment: [rule("gpu", { token: "n1-token" })] },
+        FILE,
+      ),
+    (err: Error) => !err.message.includes("n1-token"),
+  );
+});
+
+Deno.test("a model served only by an enrollment template is servable; without the rule it is not", () => {
+  const models = [
+    { name: "llama3.2" },
+    { name: "echo", adapter: "mock", target: "demo" },
+  ];
+  const template = {
+    adapters: [{ name: "mock", kind: "mock" }],
+    providers: [{ id: "{node}-llama", adapter: "mock", target: "demo", model_group: "llama3.2" }],
+  };
+  const config = parseEdgeConfig({ enrollment: [rule("gpu", { template })], models }, FILE);
+  assert.deepEqual(config.models.map((m) => m.name), ["llama3.2", "echo"]);
+  assert.deepEqual(config.nodes, []);
+  rejects({ models }, "models[0].name", /pool model 'llama3.2' has no provider/);
 });

@@ -8,6 +8,10 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 export interface EdgeMetrics {
   nodesConnected: Gauge;
   registrations: Counter<"outcome">;
+  /** Refused registrations by why (`nodes/admission.ts` lists the reasons). */
+  registrationRefusals: Counter<"reason">;
+  /** Nodes holding a record under each enrollment rule, connected or kept while away. */
+  enrolledNodes: Gauge<"rule">;
   runsStarted: Counter;
   runsFinished: Counter<"status">;
   runDuration: Histogram<"status">;
@@ -27,6 +31,20 @@ export function createEdgeMetrics(registry: Registry): EdgeMetrics {
       name: "iop_edge_node_registrations_total",
       help: "Node registration attempts by outcome (accepted, refused).",
       labelNames: ["outcome"],
+      registers,
+    }),
+    registrationRefusals: new Counter({
+      name: "iop_edge_node_registration_refusals_total",
+      help: "Refused node registrations by reason (unknown_node, wrong_token, certificate, " +
+        "id_not_admitted, invalid_id, rule_full, duplicate, name_taken, template, protocol, " +
+        "no_register).",
+      labelNames: ["reason"],
+      registers,
+    }),
+    enrolledNodes: new Gauge({
+      name: "iop_edge_enrolled_nodes",
+      help: "Nodes enrolled under each enrollment rule (connected or kept while disconnected).",
+      labelNames: ["rule"],
       registers,
     }),
     runsStarted: new Counter({

@@ -183,6 +183,8 @@ export interface NodeStatus {
   configVersion: number;
   /** Config version the Edge sent the node last; 0 while offline. */
   wantedConfigVersion: number;
+  /** The enrollment rule the node joined by; absent for a node listed under `nodes`. */
+  enrolledBy?: string;
   resources: ResourceStatus[];
 }
 

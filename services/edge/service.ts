@@ -13,6 +13,7 @@ import { ActiveRun } from "./active_run.ts";
 import type { EdgeConfig, NodeRecord } from "./config.ts";
 import type { EdgeMetrics } from "./edge_metrics.ts";
 import { EventBus } from "./event_bus.ts";
+import { Enrollment } from "./nodes/enrollment.ts";
 import { NodeStore } from "./nodes/node_store.ts";
 import { NodeRegistry, type NodeSession } from "./nodes/registry.ts";
 import type { PoolMetrics } from "./pools/pool_metrics.ts";
@@ -87,7 +88,10 @@ export interface ConfigSwap {
 
 /** The Edge service layer. */
 export class EdgeService implements OpsGateway {
+  /** The snapshot in force: the file's config with the enrolled nodes appended. */
   #config: EdgeConfig;
+  /** The config as loaded from the file, without enrolled nodes. */
+  #fileConfig: EdgeConfig;
   #store: NodeStore;
   /** Counts config swaps; a node is sent the version its configuration was built at. */
   #configVersion = 1;
@@ -106,9 +110,11 @@ export class EdgeService implements OpsGateway {
   readonly sessionAffinity: SessionAffinity;
   /** Each tenant's rate and concurrency limits; surfaces admit a request here first. */
   readonly tenants: TenantLimiter;
+  /** Nodes that joined by an enrollment rule; the node transport admits them here. */
+  readonly enrollment: Enrollment;
 
   constructor(options: EdgeServiceOptions) {
-    this.#config = options.config;
+    this.#config = this.#fileConfig = options.config;
     this.#store = new NodeStore(options.config.nodes);
     this.#logger = options.logger;
     this.#metrics = options.metrics;
@@ -117,6 +123,16 @@ export class EdgeService implements OpsGateway {
     this.#bus = new EventBus(options.logger);
     this.#startedAtMs = this.#now();
     this.#loadConfig = options.loadConfig;
+    this.enrollment = new Enrollment(options.config, {
+      logger: options.logger,
+      now: this.#now,
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+      // A node enrolled or a record went: the snapshot in force gains or loses that record.
+      onChange: () => {
+        this.#config = this.enrollment.overlay(this.#fileConfig);
+        this.#store = new NodeStore(this.#config.nodes);
+      },
+    });
     this.sessionAffinity = new SessionAffinity({ now: this.#now, ...options.sessionAffinity });
     this.tenants = new TenantLimiter({
       now: this.#now,
@@ -132,7 +148,7 @@ export class EdgeService implements OpsGateway {
     });
   }
 
-  /** The configuration snapshot in force. */
+  /** The configuration snapshot in force (the file's, with the enrolled nodes among its nodes). */
   get config(): EdgeConfig {
     return this.#config;
   }
@@ -179,6 +195,7 @@ export class EdgeService implements OpsGateway {
       configVersion: 0,
     };
     const replaced = this.#registry.add(session);
+    this.enrollment.connected(session.id);
     if (replaced) {
       this.#failRunsOf(replaced, "node reconnected on a new connection");
       replaced.link.close("replaced by a new connection of the same node");
@@ -199,6 +216,7 @@ export class EdgeService implements OpsGateway {
   /** Forgets a node whose connection ended and fails its runs in flight with NODE_LOST. */
   nodeDisconnected(session: NodeSession, reason: string): void {
     if (!this.#registry.remove(session)) return;
+    this.enrollment.disconnected(session.id);
     this.#failRunsOf(session, reason);
     this.#metrics?.nodesConnected.set(this.#registry.size);
     this.#bus.publish({ type: "node_disconnected", atMs: this.#now(), nodeId: session.id, reason });
@@ -458,6 +476,7 @@ export class EdgeService implements OpsGateway {
 
   /** The resource-first status snapshot of this Edge's group. */
   status(): StatusSnapshot {
+    this.enrollment.prune();
     return buildStatusSnapshot({
       edgeId: this.#config.edge.id,
       version: this.#version,
@@ -482,8 +501,11 @@ export class EdgeService implements OpsGateway {
    * configuration live. Runs in flight keep going.
    */
   applyConfig(config: EdgeConfig): ConfigSwap {
-    this.#config = config;
-    this.#store = new NodeStore(config.nodes);
+    this.#fileConfig = config;
+    // Enrolled nodes the new rules still admit stay, rebuilt from the new templates.
+    this.enrollment.rebase(config);
+    this.#config = this.enrollment.overlay(config);
+    this.#store = new NodeStore(this.#config.nodes);
     this.#configVersion++;
     const swap: ConfigSwap = { version: this.#configVersion, reconfigured: 0, dropped: 0 };
     for (const session of this.#registry.list()) {

@@ -51,6 +51,7 @@ export function buildStatusSnapshot(inputs: StatusInputs): StatusSnapshot {
       inFlight: session?.inFlight ?? 0,
       configVersion: session?.configVersion ?? 0,
       wantedConfigVersion: session?.wantedConfigVersion ?? 0,
+      ...(record.enrolledBy !== undefined ? { enrolledBy: record.enrolledBy } : {}),
       resources: resourcesOf(
         record,
         inputs.providerStats,

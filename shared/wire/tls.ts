@@ -18,7 +18,8 @@
  * ```
  *
  * A certificate names a service by a URI entry `iop://<role>/<id>` among its subject
- * alternative names (`deno task certs` issues them so).
+ * alternative names (`deno task certs` issues them so); `iop://enroll/<rule>` names an Edge
+ * enrollment rule instead, for the nodes that join by it (`deno task certs --enroll <rule>`).
  * @module
  */
 import type { ConfigReader } from "../config.ts";
@@ -175,12 +176,12 @@ async function readPem(
   return text;
 }
 
-/** The `iop://<role>/<id>` identities in a peer certificate, as `role/id`. */
+/** The `iop://<role>/<id>` identities in a peer certificate, as `role/id` (`enroll/<rule>` too). */
 export function peerIdentities(cert: { subjectaltname?: string } | undefined): string[] {
   const names = cert?.subjectaltname ?? "";
   const out: string[] = [];
   for (const entry of names.split(",")) {
-    const match = /^\s*URI:iop:\/\/(node|edge|cp)\/([^/\s]+)\s*$/.exec(entry);
+    const match = /^\s*URI:iop:\/\/(node|edge|cp|enroll)\/([^/\s]+)\s*$/.exec(entry);
     if (match) out.push(`${match[1]}/${decodeURIComponent(match[2]!)}`);
   }
   return out;
@@ -188,15 +189,29 @@ export function peerIdentities(cert: { subjectaltname?: string } | undefined): s
 
 /**
  * Why a peer on a link that requires client certificates may not act as `role/id`; undefined
- * when its certificate names it. Links without client certificates are not checked.
+ * when its certificate names it, or one of `alternatives` (`role/id` too: a node enrolling by a
+ * rule may show the rule's `enroll/<rule>` certificate). Links without client certificates are
+ * not checked.
  */
 export function identityRefusal(
   link: { readonly peerIds: readonly string[] },
   required: boolean,
   role: "node" | "edge",
   id: string,
+  alternatives: readonly string[] = [],
 ): string | undefined {
-  if (!required || link.peerIds.includes(`${role}/${id}`)) return undefined;
+  if (!required) return undefined;
+  if ([`${role}/${id}`, ...alternatives].some((name) => link.peerIds.includes(name))) {
+    return undefined;
+  }
   const shown = link.peerIds.length > 0 ? link.peerIds.join(", ") : "no iop:// identity";
-  return `client certificate is not for ${role} '${id}' (it names ${shown})`;
+  const wanted = [`${role} '${id}'`, ...alternatives.map(describeIdentity)].join(" or ");
+  return `client certificate is not for ${wanted} (it names ${shown})`;
+}
+
+/** `enroll/gpu` as `enrollment rule 'gpu'`, `node/n1` as `node 'n1'`. */
+function describeIdentity(name: string): string {
+  const slash = name.indexOf("/");
+  const role = name.slice(0, slash);
+  return `${role === "enroll" ? "enrollment rule" : role} '${name.slice(slash + 1)}'`;
 }

@@ -2,7 +2,8 @@
  * Pre-registered node records, loaded once per config snapshot and never changed afterwards;
  * a reload builds a new store. Checks a registering node's id and token, and looks records up by
  * id or alias. A record's token is plain or `sha256:<hex>`; two records may not stand for the
- * same secret, however each stores it.
+ * same secret, however each stores it, except nodes enrolled under one rule, which share the
+ * rule's token.
  * @module
  */
 import { secretFingerprint, secretMatches, storedSecretProblem } from "../../../shared/secrets.ts";
@@ -24,7 +25,8 @@ export class NodeStore {
 
   /** Throws TypeError on an empty or duplicate id, alias or token, or a malformed hash. */
   constructor(records: readonly NodeRecord[]) {
-    const fingerprints = new Set<string>();
+    // Fingerprint → whose secret it is: a listed node's, or an enrollment rule's.
+    const owners = new Map<string, string>();
     for (const r of records) {
       if (!r.id.trim()) throw new TypeError("Cannot load node record as its id is empty");
       if (!r.token.trim()) {
@@ -33,10 +35,11 @@ export class NodeStore {
       const problem = storedSecretProblem(r.token);
       if (problem) throw new TypeError(`Cannot load node '${r.id}' as its token ${problem}`);
       const fingerprint = secretFingerprint(r.token);
-      if (fingerprints.has(fingerprint)) {
+      const owner = r.enrolledBy === undefined ? `node/${r.id}` : `enroll/${r.enrolledBy}`;
+      if ((owners.get(fingerprint) ?? owner) !== owner) {
         throw new TypeError(`Cannot load node '${r.id}' as its token is already used`);
       }
-      fingerprints.add(fingerprint);
+      owners.set(fingerprint, owner);
       for (const name of new Set([r.id, r.alias].filter((n) => n !== ""))) {
         if (this.#byName.has(name)) {
           throw new TypeError(`Cannot load node '${r.id}' as the name '${name}' is already used`);
@@ -61,6 +64,11 @@ export class NodeStore {
     return secretMatches(token, record.token)
       ? { ok: true, record }
       : { ok: false, problem: "wrong_token" };
+  }
+
+  /** The record with this id (never an alias). */
+  byId(id: string): NodeRecord | undefined {
+    return this.#byId.get(id);
   }
 
   /** The record with this id or alias. */

@@ -133,3 +133,25 @@ Deno.test("isCliAdapter() tells CLI adapters apart, per node (id or alias) or an
   assert.equal(store.isCliAdapter("llm"), false);
   assert.equal(store.isCliAdapter("shell", "nowhere"), false);
 });
+
+Deno.test("nodes enrolled under one rule share its token; no one else may hold it", () => {
+  const rule = { token: "gpu-enroll-token", enrolledBy: "gpu" };
+  const store = new NodeStore([record("a"), record("gpu-1", rule), record("gpu-2", rule)]);
+  assert.equal(store.byId("gpu-2")?.enrolledBy, "gpu");
+  assert.equal(store.byId("a")?.enrolledBy, undefined);
+  assert.throws(
+    () => new NodeStore([record("gpu-1", rule), record("x", { token: "gpu-enroll-token" })]),
+    { name: "TypeError", message: "Cannot load node 'x' as its token is already used" },
+  );
+  assert.throws(
+    () => new NodeStore([record("g", rule), record("c", { ...rule, enrolledBy: "cpu" })]),
+    { name: "TypeError", message: "Cannot load node 'c' as its token is already used" },
+  );
+});
+
+Deno.test("byId() finds a record by its id only, never by its alias", () => {
+  const a = record("a", { alias: "gpu" });
+  const store = new NodeStore([a]);
+  assert.equal(store.byId("a"), a);
+  assert.equal(store.byId("gpu"), undefined);
+});

@@ -181,7 +181,11 @@ export class ProviderPools {
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const config = this.#deps.config();
-    if (providersOf(config.nodes, group).length === 0) {
+    // A group only enrollment templates serve exists; its nodes have not joined yet.
+    const enrolls = config.enrollment.some((r) =>
+      r.sample.providers.some((p) => p.modelGroup === group)
+    );
+    if (providersOf(config.nodes, group).length === 0 && !enrolls) {
       return Promise.reject(new IopError("NOT_FOUND", `Cannot find model group '${group}'`));
     }
     const candidates = candidatesOf(this.#deps.sessions(), group, exclude);

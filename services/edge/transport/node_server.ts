@@ -20,9 +20,10 @@ import { FrameConnection, type WireMetrics } from "../../../shared/wire/connecti
 import { FrameError } from "../../../shared/wire/frame.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
-import { identityRefusal, type ListenTls } from "../../../shared/wire/tls.ts";
+import type { ListenTls } from "../../../shared/wire/tls.ts";
 import { PendingRequests } from "../../../shared/wire/pending.ts";
 import type { EdgeMetrics } from "../edge_metrics.ts";
+import { type Admission, admitNode, type RefusalCode, refused } from "../nodes/admission.ts";
 import { buildNodeConfigPayload, type PayloadSettings } from "../nodes/mapper.ts";
 import type { NodeSession } from "../nodes/registry.ts";
 import type { NodeCommand, NodeCommandResult, NodeLink } from "../ports.ts";
@@ -42,7 +43,10 @@ export interface NodeServerOptions {
   port: number;
   service: EdgeService;
   logger: Logger;
-  /** Absent: plain TCP. With `clientCa`, nodes must show a certificate naming their id. */
+  /**
+   * Absent: plain TCP. With `clientCa`, nodes must show a certificate naming their id (or, for a
+   * node enrolling by a rule, the rule's `iop://enroll/<rule>`).
+   */
   tls?: ListenTls;
   wireMetrics?: WireMetrics;
   metrics?: EdgeMetrics;
@@ -93,20 +97,19 @@ async function serveNode(
     const reason = first instanceof Error
       ? first.message
       : `expected register_request as first frame, got ${first.msg.case ?? "an empty envelope"}`;
-    refuse(conn, options, reason);
+    refuse(conn, options, reason, "no_register");
     return;
   }
   const request = first.msg.value;
-  const verdict = identityRefusal(conn.link, mutualTls, "node", request.nodeId) ??
-    checkRegistration(request, service);
-  if (typeof verdict === "string") {
+  const verdict = checkRegistration(request, conn.link.peerIds, mutualTls, service);
+  if (!verdict.ok) {
     await conn.send(create(NodeEnvelopeSchema, {
-      msg: { case: "registerResponse", value: { accepted: false, reason: verdict } },
+      msg: { case: "registerResponse", value: { accepted: false, reason: verdict.reason } },
     })).catch(() => {});
-    refuse(conn, options, verdict, request.nodeId);
+    refuse(conn, options, verdict.reason, verdict.code, request.nodeId);
     return;
   }
-  const record = verdict;
+  const record = verdict.record;
   // The connection keeps the interval it started with; a reload changes it for new ones.
   const payloadSettings = { heartbeatIntervalMs: wire.heartbeatIntervalMs };
   const configVersion = service.configVersion;
@@ -120,7 +123,10 @@ async function serveNode(
         configVersion: BigInt(configVersion),
       },
     },
-  }));
+  })).catch((err) => {
+    verdict.release(); // an enrolled node's id is free again
+    throw err;
+  });
   options.metrics?.registrations.labels("accepted").inc();
   conn.maxFrameBytes = wire.maxFrameBytes;
   admitted();
@@ -135,7 +141,10 @@ async function serveNode(
     configVersion,
   });
   const log = logger.with({ node_id: record.id, remote: conn.remote });
-  log.info("node registered", { version: request.version });
+  log.info("node registered", {
+    version: request.version,
+    ...(record.enrolledBy ? { rule: record.enrolledBy } : {}),
+  });
 
   const heartbeat = startHeartbeat({
     intervalMs: wire.heartbeatIntervalMs,
@@ -156,7 +165,7 @@ async function serveNode(
     for await (const envelope of messages) {
       heartbeat.seen();
       session.lastSeenMs = Date.now();
-      const violation = handleMessage(envelope, session, service, pending);
+      const violation = handleMessage(envelope, session, service, pending, log);
       if (violation) {
         options.wireMetrics?.rejected("protocol");
         log.warn("node broke the protocol, closing its link", { reason: violation });
@@ -195,21 +204,35 @@ function firstMessage(
   return Promise.race([next, timeout]).finally(() => clearTimeout(timer));
 }
 
-function checkRegistration(request: RegisterRequest, service: EdgeService) {
+/**
+ * A listed node by its record, another by an enrollment rule (`nodes/admission.ts`); with mutual
+ * TLS, the certificate must name the node (or its rule) whatever token it holds.
+ */
+function checkRegistration(
+  request: RegisterRequest,
+  peerIds: readonly string[],
+  mutualTls: boolean,
+  service: EdgeService,
+): Admission {
   if (request.protocolVersion !== NODE_PROTOCOL_VERSION) {
-    return `unsupported protocol version ${request.protocolVersion} (edge speaks ${NODE_PROTOCOL_VERSION})`;
+    return refused(
+      "protocol",
+      `unsupported protocol version ${request.protocolVersion} (edge speaks ${NODE_PROTOCOL_VERSION})`,
+    );
   }
-  // Looked up by the id the node claims, then its token compared in constant time; the reason
-  // never carries the token.
-  const claim = service.nodeStore.authenticate(request.nodeId, request.token);
-  if (claim.ok) return claim.record;
-  return claim.problem === "unknown_node"
-    ? `unknown node id '${request.nodeId}'`
-    : "unknown node token";
+  const claim = { nodeId: request.nodeId, token: request.token, peerIds, mutualTls };
+  return admitNode(claim, service.nodeStore, service.enrollment);
 }
 
-function refuse(conn: Conn, options: NodeServerOptions, reason: string, nodeId = ""): void {
+function refuse(
+  conn: Conn,
+  options: NodeServerOptions,
+  reason: string,
+  code: RefusalCode,
+  nodeId = "",
+): void {
   options.metrics?.registrations.labels("refused").inc();
+  options.metrics?.registrationRefusals.labels(code).inc();
   options.logger.warn("node registration refused", {
     node_id: nodeId,
     remote: conn.remote,
@@ -225,6 +248,7 @@ function handleMessage(
   session: NodeSession,
   service: EdgeService,
   pending: PendingRequests<NodeCommandResponse>,
+  log: Logger,
 ): string | undefined {
   const msg = envelope.msg;
   switch (msg.case) {
@@ -257,6 +281,14 @@ function handleMessage(
         );
       } else if (ev.case === "adapterHealth") {
         service.nodeAdapterHealth(session, ev.value.adapter, ev.value.healthy, ev.value.detail);
+      } else if (ev.case === "draining") {
+        // A stopping node: no new runs go to it; those in flight stream on until they end,
+        // after which its link closing fails nothing.
+        log.info("node draining: it is stopping", {
+          runs_in_flight: ev.value.runsInFlight,
+          deadline_ms: ev.value.deadlineMs,
+        });
+        service.drainNode(session.id, true);
       }
       return undefined;
     }
