@@ -278,3 +278,45 @@ Deno.test("/v1/models says what each model supports", async () => {
     "embeddings",
   ]);
 });
+
+Deno.test("penalties and vLLM's samplers reach the backend; fields no backend here honours are refused naming them", async () => {
+  await using s = await startFidelity();
+  const messages = [{ role: "user" as const, content: "hi" }];
+  await s.oa.chat.completions.create({
+    model: "cloud",
+    messages,
+    frequency_penalty: 0.5,
+    presence_penalty: -0.25,
+    user: "end-user-7",
+    logprobs: false,
+  });
+  const carried = onlyPost(s.openai, CHAT);
+  assert.equal(carried.frequency_penalty, 0.5);
+  assert.equal(carried.presence_penalty, -0.25);
+  assert.ok(!("user" in carried) && !("logprobs" in carried), "accounting and defaults stay here");
+
+  const refusals: [Record<string, unknown>, string, RegExp][] = [
+    [{ logprobs: true }, "logprobs", /no backend of this Edge reports log probabilities/],
+    [{ logit_bias: { "50256": -100 } }, "logit_bias", /must be empty/],
+    [{ reasoning_effort: "high" }, "reasoning_effort", /cannot be honoured/],
+    [{ store: true }, "store", /Responses API stores/],
+    [{ guided_regex: "a+" }, "guided_regex", /is not a parameter of \/v1\/chat\/completions/],
+  ];
+  for (const [extra, param, message] of refusals) {
+    const err = await s.oa.chat.completions.create({ model: "cloud", messages, ...extra } as never)
+      .then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof OpenAI.BadRequestError, `${param}: ${err}`);
+    assert.equal(err.param, param);
+    assert.match(err.message, message);
+  }
+  const background = await s.oa.responses.create({ model: "cloud", input: "hi", background: true })
+    .then(() => undefined, (e: unknown) => e);
+  assert.ok(background instanceof OpenAI.BadRequestError, String(background));
+  assert.equal(background.param, "background");
+  const think = await s.ol.chat({ model: "local", messages, think: true })
+    .then(() => undefined, (e: unknown) => e as ResponseError);
+  assert.equal(think?.status_code, 400);
+  assert.match(think?.error ?? "", /'think' cannot be true/);
+  assert.equal(posted(s.openai, CHAT).length, 1, "no refused request reached a backend");
+  assert.deepEqual(posted(s.ollama, "/api/chat"), []);
+});

@@ -26,7 +26,8 @@ function config(upstream: string): Record<string, unknown> {
     ...extra,
   });
   // Slow enough that a run is still going while a test looks at /api/ps; the test cancels it.
-  const slow = { tokens: 2000, token_delay_ms: 20 };
+  // Long enough to be seen running (about 10 s), short enough to end on its own.
+  const slow = { tokens: 500, token_delay_ms: 20 };
   return {
     tenants: [
       { name: "alpha", keys: [KEYS.alpha] },
@@ -240,6 +241,7 @@ Deno.test("ollama.ps lists the caller's models with runs in flight, and forgets 
   await until(
     "the cancelled runs to end",
     async () => (await ollama(stack).ps()).models.length === 0,
+    30_000,
   );
 });
 

@@ -76,6 +76,7 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
       top_k: "top_k",
       min_p: "min_p",
       repeat_penalty: "repeat_penalty",
+      repetition_penalty: "repeat_penalty",
       num_ctx: "num_ctx",
     },
     embeddings: true,

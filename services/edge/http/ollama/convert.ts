@@ -17,6 +17,7 @@ import type {
 } from "../../../../shared/run.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
+import { checkFields, type FieldPolicy, never, onlyAt } from "../field_policy.ts";
 import { INT32_MAX, type JsonFields, SEED_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
 import { base64ImageUrl } from "../image_input.ts";
@@ -171,6 +172,39 @@ function base(body: JsonFields, messages: ChatMessage[], prompt: string): Ollama
   };
 }
 
+/** Fields every Ollama model endpoint takes. */
+export const OLLAMA_COMMON_FIELDS: FieldPolicy = {
+  model: "carried",
+  options: "carried",
+  // How long Ollama keeps the model in memory: the backend's operator decides that for everyone.
+  keep_alive: "inert",
+};
+
+/** Every field of an `/api/chat` body, and how it is treated. */
+const CHAT_FIELDS: FieldPolicy = {
+  ...OLLAMA_COMMON_FIELDS,
+  messages: "carried",
+  tools: "carried",
+  format: "carried",
+  stream: "carried",
+  think: onlyAt("cannot be true: thinking output is not carried from the backends", false),
+};
+
+/** Every field of an `/api/generate` body, and how it is treated. */
+const GENERATE_FIELDS: FieldPolicy = {
+  ...OLLAMA_COMMON_FIELDS,
+  prompt: "carried",
+  system: "carried",
+  images: "carried",
+  format: "carried",
+  stream: "carried",
+  think: CHAT_FIELDS.think!,
+  raw: onlyAt("cannot be true: prompts are always sent through the model's template", false),
+  suffix: never("cannot be honoured: fill-in-the-middle is not carried to the backends"),
+  template: never("cannot be honoured: the backend's own template is used"),
+  context: onlyAt("must be empty: use /api/chat to continue a conversation", []),
+};
+
 /**
  * Validates an `/api/chat` body; errors name the bad field. Ollama clients send tool calls
  * without ids and tool results with only `tool_name`: each call gets an id unique in the
@@ -180,6 +214,7 @@ function base(body: JsonFields, messages: ChatMessage[], prompt: string): Ollama
  * none; the capability check refuses it for backends that need one.
  */
 export function parseOllamaChat(body: JsonFields): OllamaRequest {
+  checkFields(body, CHAT_FIELDS, "/api/chat");
   let unanswered: ToolCall[] = [];
   const messages = body.objects("messages").map((m, at): ChatMessage => {
     const role = m.requiredString("role");
@@ -247,6 +282,7 @@ function withImages(content: string, images: string[]): ContentPart[] {
 
 /** Validates an `/api/generate` body; errors name the bad field. */
 export function parseOllamaGenerate(body: JsonFields): OllamaRequest {
+  checkFields(body, GENERATE_FIELDS, "/api/generate");
   const prompt = body.string("prompt") ?? "";
   const system = body.string("system");
   const messages: ChatMessage[] = [];

@@ -18,10 +18,11 @@ import { callerOf } from "../auth.ts";
 import { checkDeclared, checkFeatures, type FeatureFields } from "../capabilities.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
+import { checkFields, type FieldPolicy } from "../field_policy.ts";
 import { type JsonFields, readJsonBody } from "../json_fields.ts";
 import { resolveModel, submissionFor } from "../model_resolver.ts";
 import { type EmbeddingAnswer, embedRun } from "../run_bridge.ts";
-import { samplingOf } from "./convert.ts";
+import { OLLAMA_COMMON_FIELDS, samplingOf } from "./convert.ts";
 
 /** A parsed `/api/embed` or `/api/embeddings` request. */
 export interface OllamaEmbedRequest {
@@ -80,8 +81,20 @@ function request(body: JsonFields, embed: NonNullable<RunInput["embed"]>): Ollam
   };
 }
 
+/** Every field of an `/api/embed` body, and how it is treated. */
+const EMBED_FIELDS: FieldPolicy = {
+  ...OLLAMA_COMMON_FIELDS,
+  input: "carried",
+  truncate: "carried",
+  dimensions: "carried",
+};
+
+/** Every field of an `/api/embeddings` body, and how it is treated. */
+const EMBEDDINGS_FIELDS: FieldPolicy = { ...OLLAMA_COMMON_FIELDS, prompt: "carried" };
+
 /** Validates an `/api/embed` body; errors name the bad field. */
 export function parseOllamaEmbed(body: JsonFields): OllamaEmbedRequest {
+  checkFields(body, EMBED_FIELDS, "/api/embed");
   const inputs = inputsOf(body);
   const truncate = body.boolean("truncate");
   const dimensions = body.number("dimensions", { min: 1, max: UINT32_MAX, integer: true });
@@ -94,6 +107,7 @@ export function parseOllamaEmbed(body: JsonFields): OllamaEmbedRequest {
 
 /** Validates an `/api/embeddings` body (one `prompt`); errors name the bad field. */
 export function parseOllamaEmbeddings(body: JsonFields): OllamaEmbedRequest {
+  checkFields(body, EMBEDDINGS_FIELDS, "/api/embeddings");
   const prompt = body.value.prompt;
   if (prompt === undefined || prompt === null) body.fail("prompt", "is required");
   if (typeof prompt !== "string") body.fail("prompt", "must be a string");

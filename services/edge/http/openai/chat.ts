@@ -17,7 +17,14 @@ import {
   type ToolDefinition,
   type Usage,
 } from "../../../../shared/run.ts";
-import { FieldError, type JsonFields, MAX_TOKENS_BOUNDS, SEED_BOUNDS } from "../json_fields.ts";
+import { checkFields, type FieldPolicy, never, onlyAt } from "../field_policy.ts";
+import {
+  FieldError,
+  INT32_MAX,
+  type JsonFields,
+  MAX_TOKENS_BOUNDS,
+  SEED_BOUNDS,
+} from "../json_fields.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { errorOf, type RunAnswer } from "../run_bridge.ts";
@@ -239,8 +246,72 @@ export interface ParseOptions {
   allowMockMetadata?: boolean;
 }
 
+/**
+ * Sampling fields beyond OpenAI's own that travel in `sampling.extra`, with their bounds: the
+ * penalties (OpenAI's), and vLLM's `top_k`, `min_p` and `repetition_penalty`, which clients of
+ * vLLM send in the same body. Each backend kind maps them to its own names or drops them with a
+ * logged warning (`shared/adapter_kinds/features.ts`).
+ */
+export const CHAT_EXTRAS: Readonly<Record<string, Bounds>> = {
+  presence_penalty: { min: -2, max: 2 },
+  frequency_penalty: { min: -2, max: 2 },
+  top_k: { min: -1, max: INT32_MAX, integer: true },
+  min_p: { min: 0, max: 1 },
+  repetition_penalty: { min: 0 },
+};
+
+type Bounds = { min?: number; max?: number; integer?: boolean };
+
+/** Fields OpenAI reads only for its own accounting: they change no answer. */
+export const ACCOUNTING_FIELDS: FieldPolicy = {
+  // An end-user id for OpenAI's abuse monitoring.
+  user: "inert",
+  safety_identifier: "inert",
+  // A hint for OpenAI's prompt cache routing; a backend's own cache needs none.
+  prompt_cache_key: "inert",
+  service_tier: onlyAt("must be auto or default: this Edge has no other tiers", "auto", "default"),
+};
+
+/** Every field of a chat completion request, and how it is treated. */
+const CHAT_FIELDS: FieldPolicy = {
+  ...ACCOUNTING_FIELDS,
+  ...Object.fromEntries(Object.keys(CHAT_EXTRAS).map((k) => [k, "carried"])),
+  model: "carried",
+  messages: "carried",
+  n: "carried",
+  stream: "carried",
+  stream_options: "carried",
+  temperature: "carried",
+  top_p: "carried",
+  max_tokens: "carried",
+  max_completion_tokens: "carried",
+  stop: "carried",
+  seed: "carried",
+  tools: "carried",
+  tool_choice: "carried",
+  parallel_tool_calls: "carried",
+  response_format: "carried",
+  metadata: "carried",
+  store: onlyAt(
+    "cannot be true: chat completions are not stored (the Responses API stores)",
+    false,
+  ),
+  logprobs: onlyAt("cannot be true: no backend of this Edge reports log probabilities", false),
+  top_logprobs: onlyAt("must be 0: no backend of this Edge reports log probabilities", 0),
+  logit_bias: onlyAt("must be empty: token biases cannot be carried to the backends", {}),
+  modalities: onlyAt('must be ["text"]: the models here answer in text only', ["text"]),
+  audio: never("cannot be honoured: the models here answer in text only"),
+  prediction: never("cannot be honoured: predicted outputs are not carried to the backends"),
+  reasoning_effort: never("cannot be honoured: reasoning effort is not carried to the backends"),
+  verbosity: never("cannot be honoured: verbosity is not carried to the backends"),
+  web_search_options: never("cannot be honoured: this Edge has no web search"),
+  functions: never("is the deprecated form of 'tools': send 'tools' instead"),
+  function_call: never("is the deprecated form of 'tool_choice': send 'tool_choice' instead"),
+};
+
 /** Validates a chat completion body; errors name the bad field. */
 export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): ChatRequest {
+  checkFields(body, CHAT_FIELDS, "/v1/chat/completions");
   const model = body.requiredString("model");
   const messagesRaw = body.array("messages");
   if (!messagesRaw) body.fail("messages", "is required");
@@ -265,6 +336,8 @@ export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): 
   if (stop !== undefined) sampling.stop = stop;
   const seed = body.number("seed", SEED_BOUNDS);
   if (seed !== undefined) sampling.seed = seed;
+  const extra = extrasOf(body, CHAT_EXTRAS);
+  if (extra) sampling.extra = extra;
   const tools = parseTools(body, true);
   const responseFormat = body.object("response_format");
   return {
@@ -287,6 +360,19 @@ export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): 
       ),
     },
   };
+}
+
+/** The `extras` fields of `body`, each checked against its bounds; undefined when none is set. */
+export function extrasOf(
+  body: JsonFields,
+  extras: Readonly<Record<string, Bounds>>,
+): Record<string, unknown> | undefined {
+  let out: Record<string, unknown> | undefined;
+  for (const [key, bounds] of Object.entries(extras)) {
+    const value = body.number(key, bounds);
+    if (value !== undefined) (out ??= {})[key] = value;
+  }
+  return out;
 }
 
 /**

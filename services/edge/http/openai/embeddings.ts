@@ -15,9 +15,11 @@ import { callerOf } from "../auth.ts";
 import { checkDeclared, checkFeatures, type FeatureFields } from "../capabilities.ts";
 import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
+import { checkFields, type FieldPolicy } from "../field_policy.ts";
 import { type JsonFields, readJsonBody } from "../json_fields.ts";
 import { resolveModel, submissionFor } from "../model_resolver.ts";
 import { type EmbeddingAnswer, embedRun } from "../run_bridge.ts";
+import { ACCOUNTING_FIELDS } from "./chat.ts";
 import { openaiMethodNotAllowed } from "./errors.ts";
 
 /** How a vector is written in the answer. */
@@ -69,12 +71,18 @@ function inputsOf(body: JsonFields): string[] {
   return v as string[];
 }
 
-/**
- * Validates an embeddings body; errors name the bad field. `user` is accepted and not carried:
- * OpenAI reads it only to trace abuse to an end user, which changes no answer. Other fields
- * are ignored, as the chat completion route ignores fields it does not know.
- */
+/** Every field of an embeddings request, and how it is treated. */
+const EMBEDDINGS_FIELDS: FieldPolicy = {
+  ...ACCOUNTING_FIELDS,
+  model: "carried",
+  input: "carried",
+  encoding_format: "carried",
+  dimensions: "carried",
+};
+
+/** Validates an embeddings body; errors name the bad field. */
 export function parseEmbeddingsRequest(body: JsonFields): EmbeddingsRequest {
+  checkFields(body, EMBEDDINGS_FIELDS, "/v1/embeddings");
   const model = body.requiredString("model");
   const inputs = inputsOf(body);
   const format = body.string("encoding_format") ?? "float";
@@ -82,7 +90,6 @@ export function parseEmbeddingsRequest(body: JsonFields): EmbeddingsRequest {
     body.fail("encoding_format", `must be float or base64: got '${format}'`);
   }
   const dimensions = body.number("dimensions", { min: 1, max: UINT32_MAX, integer: true });
-  body.string("user");
   return {
     model,
     encoding: format,

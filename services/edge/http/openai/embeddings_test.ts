@@ -39,7 +39,7 @@ Deno.test("parseEmbeddingsRequest refuses token arrays, empty input and bad opti
     [{ model: "e", input: "a", encoding_format: "int8" }, "encoding_format", /float or base64/],
     [{ model: "e", input: "a", dimensions: 0 }, "dimensions", /at least 1/],
     [{ model: "e", input: "a", dimensions: 1.5 }, "dimensions", /integer/],
-    [{ model: "e", input: "a", user: 7 }, "user", /string/],
+    [{ model: "e", input: "a", truncate: true }, "truncate", /not a parameter of \/v1\/embeddings/],
     [{ input: "a" }, "model", /is required/],
   ];
   for (const [body, param, problem] of cases) {

@@ -21,9 +21,11 @@ import {
 } from "../../../../shared/run.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { checkImageUrl } from "../image_input.ts";
+import { checkFields, type FieldPolicy, never, onlyAt } from "../field_policy.ts";
 import { JsonFields, MAX_TOKENS_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
 import {
+  ACCOUNTING_FIELDS,
   choicesOf,
   metadataOf,
   outputFormatOf,
@@ -195,11 +197,49 @@ function parseInput(body: JsonFields): InputItem[] {
   return items.map(parseInputItem);
 }
 
+/** Every field of a Responses request, and how it is treated. */
+const RESPONSES_FIELDS: FieldPolicy = {
+  ...ACCOUNTING_FIELDS,
+  model: "carried",
+  input: "carried",
+  instructions: "carried",
+  store: "carried",
+  previous_response_id: "carried",
+  temperature: "carried",
+  top_p: "carried",
+  max_output_tokens: "carried",
+  metadata: "carried",
+  stream: "carried",
+  tools: "carried",
+  tool_choice: "carried",
+  text: "carried",
+  parallel_tool_calls: "carried",
+  // Only pads streamed deltas against side channels; the deltas carry the same text.
+  stream_options: "inert",
+  include: onlyAt("must be empty: no extra output data can be included", []),
+  background: onlyAt("cannot be true: responses run in the foreground only", false),
+  truncation: onlyAt("must be disabled: the Edge does not cut a conversation", "disabled"),
+  top_logprobs: onlyAt("must be 0: no backend of this Edge reports log probabilities", 0),
+  conversation: never("cannot be honoured: use previous_response_id to continue a conversation"),
+  reasoning: never("cannot be honoured: reasoning settings are not carried to the backends"),
+  max_tool_calls: never("cannot be honoured: the backends take no limit on tool calls"),
+  prompt: never("cannot be honoured: this Edge keeps no prompt templates"),
+};
+
+/** The fields of `text`. */
+const TEXT_FIELDS: FieldPolicy = {
+  format: "carried",
+  verbosity: onlyAt("must be medium: verbosity is not carried to the backends", "medium"),
+};
+
 /** Validates a Responses body; errors name the bad field. */
 export function parseResponsesRequest(
   body: JsonFields,
   options: ParseOptions = {},
 ): ResponsesRequest {
+  checkFields(body, RESPONSES_FIELDS, "/v1/responses");
+  const text = body.object("text");
+  if (text) checkFields(text, TEXT_FIELDS, "/v1/responses");
   const model = body.requiredString("model");
   const instructions = body.string("instructions") ?? null;
   const items = parseInput(body);
@@ -218,7 +258,7 @@ export function parseResponsesRequest(
   const metadata = metadataOf(body, options);
   const stream = body.boolean("stream") ?? false;
   const tools = parseTools(body, false);
-  const format = body.object("text")?.object("format");
+  const format = text?.object("format");
   const parallel = body.boolean("parallel_tool_calls");
   const choices = choicesOf(
     format && outputFormatOf(format, false),
