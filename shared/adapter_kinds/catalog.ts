@@ -54,7 +54,9 @@ const cliFeatures: KindFeatures = {
   singleToolCall: true,
   toolResultsById: false,
   samplingExtras: {},
+  tools: false,
   embeddings: false,
+  embedTruncate: false,
   images: "none",
 };
 

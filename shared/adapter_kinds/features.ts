@@ -12,11 +12,13 @@ import type { KindFeatures } from "./kind.ts";
 export interface Unhonoured {
   field:
     | "output_format"
+    | "tools"
     | "tool_choice"
     | "parallel_tool_calls"
     | "tool_result"
     | "image"
-    | "embed";
+    | "embed"
+    | "truncate";
   /** The message's index, for `tool_result` and `image`. */
   index?: number;
   /** The part's index within that message, for `image`. */
@@ -26,14 +28,23 @@ export interface Unhonoured {
 }
 
 /** The fields of a run that {@linkcode unhonoured} reads. */
-export type RunFeatures = Pick<
-  RunInput,
-  "outputFormat" | "toolChoice" | "parallelToolCalls" | "messages" | "embed"
->;
+export type RunFeatures =
+  & Pick<
+    RunInput,
+    "outputFormat" | "toolChoice" | "parallelToolCalls" | "messages" | "embed"
+  >
+  & Partial<Pick<RunInput, "tools">>;
 
 /** The first field of `run` a kind with `features` cannot honour; undefined when all hold. */
 export function unhonoured(features: KindFeatures, run: RunFeatures): Unhonoured | undefined {
   if (run.embed && !features.embeddings) return { field: "embed", reason: "cannot embed" };
+  if (run.embed?.truncate && !features.embedTruncate) {
+    return {
+      field: "truncate",
+      reason: "cannot cut an overlong input (its API has no such switch)",
+    };
+  }
+  if (run.tools?.length && !features.tools) return { field: "tools", reason: "calls no tools" };
   const image = unhonouredImage(features, run.messages);
   if (image) return image;
   const format = run.outputFormat;

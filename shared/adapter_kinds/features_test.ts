@@ -65,3 +65,22 @@ Deno.test("backendExtras maps extras to each backend's names and reports the res
   assert.deepEqual(backendExtras(features("ollama"), extra), { extras: extra, dropped: [] });
   assert.deepEqual(backendExtras(features("ollama"), { constructor: 1 }).dropped, ["constructor"]);
 });
+
+Deno.test("tools go only to kinds whose backend calls tools; truncate only where it is honoured", () => {
+  const tools = run({ tools: [{ name: "f", description: "", parameters: {} }] });
+  for (const kind of ["cli", "mock"]) {
+    assert.deepEqual(unhonoured(features(kind), tools), {
+      field: "tools",
+      reason: "calls no tools",
+    });
+  }
+  for (const kind of ["ollama", "vllm", "openai_compat"]) {
+    assert.equal(unhonoured(features(kind), tools), undefined, kind);
+  }
+  const truncate = run({ embed: { inputs: ["a"], truncate: true } });
+  assert.equal(unhonoured(features("openai_compat"), truncate)?.field, "truncate");
+  for (const kind of ["ollama", "vllm", "mock"]) {
+    assert.equal(unhonoured(features(kind), truncate), undefined, kind);
+  }
+  assert.equal(unhonoured(features("cli"), truncate)?.field, "embed");
+});

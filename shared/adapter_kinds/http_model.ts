@@ -76,10 +76,11 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
       top_k: "top_k",
       min_p: "min_p",
       repeat_penalty: "repeat_penalty",
-      repetition_penalty: "repeat_penalty",
       num_ctx: "num_ctx",
     },
+    tools: true,
     embeddings: true,
+    embedTruncate: true,
     images: "data",
   },
   vllm: {
@@ -94,7 +95,9 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
       repeat_penalty: "repetition_penalty",
       repetition_penalty: "repetition_penalty",
     },
+    tools: true,
     embeddings: true,
+    embedTruncate: true,
     images: "any",
   },
   openai_compat: {
@@ -103,7 +106,10 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
     singleToolCall: true,
     toolResultsById: true,
     samplingExtras: OPENAI_EXTRAS,
+    tools: true,
     embeddings: true,
+    // OpenAI's embeddings API has no truncation switch: an overlong input is an error.
+    embedTruncate: false,
     images: "any",
   },
 };

@@ -36,8 +36,12 @@ export interface KindFeatures {
    * to the name its backend reads; any other extra is dropped with a warning, never sent raw.
    */
   readonly samplingExtras: Readonly<Record<string, string>>;
+  /** Whether its backend receives a run's `tools` and can answer with tool calls. */
+  readonly tools: boolean;
   /** Whether it runs embedding runs (`RunInput.embed`). */
   readonly embeddings: boolean;
+  /** Whether an embedding run's `truncate: true` (cut an overlong input) is honoured. */
+  readonly embedTruncate: boolean;
   /**
    * Which images it carries to its backend: none, `data:` URLs only (Ollama takes the bytes,
    * never a URL; the Node does not fetch one for it), or `data:` and http(s) URLs.

@@ -64,6 +64,8 @@ export const mockFeatures: KindFeatures = {
   singleToolCall: true,
   toolResultsById: false,
   samplingExtras: {},
+  tools: false,
   embeddings: true,
+  embedTruncate: true,
   images: "any",
 };

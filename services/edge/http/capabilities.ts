@@ -27,6 +27,10 @@ export interface FeatureFields {
   image: (index: number, part: number) => string;
   /** What an embedding request embeds (`input`). */
   embed: string;
+  /** The request's tool definitions. */
+  tools: string;
+  /** An embedding request's switch to cut overlong inputs. */
+  truncate: string;
 }
 
 /** The adapter kinds that may serve each model, per config snapshot. */

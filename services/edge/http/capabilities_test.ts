@@ -65,6 +65,8 @@ const FIELDS: FeatureFields = {
   tool_result: (i) => `messages[${i}].tool_call_id`,
   image: (i, j) => `messages[${i}].content[${j}]`,
   embed: "input",
+  tools: "tools",
+  truncate: "truncate",
 };
 
 const model = (name: string) => resolveModel(config, name);

@@ -49,6 +49,8 @@ const OLLAMA_FIELDS: FeatureFields = {
   tool_result: (i) => `messages[${i}].tool_name`,
   image: (i) => `messages[${i}].images`,
   embed: "input",
+  tools: "tools",
+  truncate: "truncate",
 };
 
 /** `/api/generate` takes its images at the top level (`images`), not per message. */

@@ -43,6 +43,8 @@ function fieldsOf(input: string): FeatureFields {
     tool_result: () => input,
     image: () => input,
     embed: input,
+    tools: input,
+    truncate: "truncate",
   };
 }
 

@@ -57,6 +57,8 @@ const CHAT_FIELDS: FeatureFields = {
   tool_result: (i) => `messages[${i}].tool_call_id`,
   image: (i, j) => `messages[${i}].content[${j}]`,
   embed: "input",
+  tools: "tools",
+  truncate: "truncate",
 };
 
 /** How the Responses API names them (tool results are `function_call_output` input items). */
@@ -67,6 +69,8 @@ const RESPONSES_FIELDS: FeatureFields = {
   tool_result: () => "input",
   image: () => "input",
   embed: "input",
+  tools: "tools",
+  truncate: "truncate",
 };
 
 const SSE_HEADERS = {

@@ -43,6 +43,8 @@ const EMBEDDING_FIELDS: FeatureFields = {
   tool_result: () => "input",
   image: () => "input",
   embed: "input",
+  tools: "input",
+  truncate: "input",
 };
 
 /**
