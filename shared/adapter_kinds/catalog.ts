@@ -57,6 +57,7 @@ const cliFeatures: KindFeatures = {
   tools: false,
   embeddings: false,
   embedTruncate: false,
+  embedOptions: false,
   images: "none",
 };
 

@@ -18,7 +18,8 @@ export interface Unhonoured {
     | "tool_result"
     | "image"
     | "embed"
-    | "truncate";
+    | "truncate"
+    | "sampling";
   /** The message's index, for `tool_result` and `image`. */
   index?: number;
   /** The part's index within that message, for `image`. */
@@ -33,7 +34,7 @@ export type RunFeatures =
     RunInput,
     "outputFormat" | "toolChoice" | "parallelToolCalls" | "messages" | "embed"
   >
-  & Partial<Pick<RunInput, "tools">>;
+  & Partial<Pick<RunInput, "tools" | "sampling">>;
 
 /** The first field of `run` a kind with `features` cannot honour; undefined when all hold. */
 export function unhonoured(features: KindFeatures, run: RunFeatures): Unhonoured | undefined {
@@ -43,6 +44,15 @@ export function unhonoured(features: KindFeatures, run: RunFeatures): Unhonoured
       field: "truncate",
       reason: "cannot cut an overlong input (its API has no such switch)",
     };
+  }
+  if (run.embed && !features.embedOptions) {
+    const option = samplingOptionOf(run.sampling);
+    if (option !== undefined) {
+      return {
+        field: "sampling",
+        reason: `cannot pass the option '${option}' to its embeddings API (it has no such field)`,
+      };
+    }
   }
   if (run.tools?.length && !features.tools) return { field: "tools", reason: "calls no tools" };
   const image = unhonouredImage(features, run.messages);
@@ -85,6 +95,17 @@ export function unhonoured(features: KindFeatures, run: RunFeatures): Unhonoured
     }
   }
   return undefined;
+}
+
+/** The first sampling option `sampling` sets, by its Ollama name; undefined when none is. */
+function samplingOptionOf(sampling: RunFeatures["sampling"]): string | undefined {
+  if (!sampling) return undefined;
+  if (sampling.temperature !== undefined) return "temperature";
+  if (sampling.topP !== undefined) return "top_p";
+  if (sampling.maxTokens !== undefined) return "num_predict";
+  if (sampling.stop?.length) return "stop";
+  if (sampling.seed !== undefined) return "seed";
+  return Object.keys(sampling.extra ?? {})[0];
 }
 
 /** The first image part of `messages` a kind with `features` cannot carry. */

@@ -84,3 +84,22 @@ Deno.test("tools go only to kinds whose backend calls tools; truncate only where
   }
   assert.equal(unhonoured(features("cli"), truncate)?.field, "embed");
 });
+
+Deno.test("an embedding run's sampling options go only to kinds whose embeddings API takes them", () => {
+  const numCtx = run({ embed: { inputs: ["a"] }, sampling: { extra: { num_ctx: 4096 } } });
+  for (const kind of ["vllm", "openai_compat"]) {
+    assert.deepEqual(unhonoured(features(kind), numCtx), {
+      field: "sampling",
+      reason: "cannot pass the option 'num_ctx' to its embeddings API (it has no such field)",
+    }, kind);
+  }
+  const hot = run({ embed: { inputs: ["a"] }, sampling: { temperature: 0.2 } });
+  assert.match(unhonoured(features("vllm"), hot)?.reason ?? "", /'temperature'/);
+  for (const kind of ["ollama", "mock"]) {
+    assert.equal(unhonoured(features(kind), numCtx), undefined, kind);
+  }
+  // No option set, or a chat run: nothing to refuse.
+  const plain = run({ embed: { inputs: ["a"] }, sampling: { stop: [] } });
+  assert.equal(unhonoured(features("vllm"), plain), undefined);
+  assert.equal(unhonoured(features("vllm"), run({ sampling: { temperature: 0.2 } })), undefined);
+});

@@ -63,7 +63,8 @@ const OPENAI_EXTRAS = {
  * it cannot be held to one call. OpenAI-compatible servers and vLLM take `response_format`,
  * `tool_choice` and `parallel_tool_calls` as OpenAI defines them and need tool results by id;
  * vLLM also reads `top_k`, `min_p` and `repetition_penalty` (Ollama's `repeat_penalty`).
- * All three embed; Ollama takes images as bytes only, the others as `data:` or http(s) URLs.
+ * All three embed; only Ollama takes sampling options (`num_ctx` ...) for an embedding run.
+ * Ollama takes images as bytes only, the others as `data:` or http(s) URLs.
  */
 export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", KindFeatures> = {
   ollama: {
@@ -81,6 +82,7 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
     tools: true,
     embeddings: true,
     embedTruncate: true,
+    embedOptions: true,
     images: "data",
   },
   vllm: {
@@ -98,6 +100,7 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
     tools: true,
     embeddings: true,
     embedTruncate: true,
+    embedOptions: false,
     images: "any",
   },
   openai_compat: {
@@ -110,6 +113,7 @@ export const httpModelFeatures: Record<"ollama" | "vllm" | "openai_compat", Kind
     embeddings: true,
     // OpenAI's embeddings API has no truncation switch: an overlong input is an error.
     embedTruncate: false,
+    embedOptions: false,
     images: "any",
   },
 };

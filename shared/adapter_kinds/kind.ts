@@ -43,6 +43,11 @@ export interface KindFeatures {
   /** Whether an embedding run's `truncate: true` (cut an overlong input) is honoured. */
   readonly embedTruncate: boolean;
   /**
+   * Whether an embedding run's sampling options (Ollama's `options` on `/api/embed`, such as
+   * `num_ctx`) reach its backend; OpenAI's embeddings API has no field for them.
+   */
+  readonly embedOptions: boolean;
+  /**
    * Which images it carries to its backend: none, `data:` URLs only (Ollama takes the bytes,
    * never a URL; the Node does not fetch one for it), or `data:` and http(s) URLs.
    */

@@ -56,7 +56,8 @@ export const mockKind: AdapterKind<"mock", MockSettings> = {
 /**
  * The mock echoes words and never calls tools: it honours `tool_choice` `auto` and `none` and
  * one call per turn trivially, and refuses JSON output formats rather than fake them. It embeds
- * (deterministic vectors) and takes images of any kind, which it counts without reading them.
+ * (deterministic vectors, which no sampling option changes, as none changes its echo) and takes
+ * images of any kind, which it counts without reading them.
  */
 export const mockFeatures: KindFeatures = {
   outputFormats: [],
@@ -67,5 +68,6 @@ export const mockFeatures: KindFeatures = {
   tools: false,
   embeddings: true,
   embedTruncate: true,
+  embedOptions: true,
   images: "any",
 };

@@ -5,6 +5,7 @@
  * embedding endpoints answer ({@linkcode fakeEmbedding}).
  * @module
  */
+import { deterministicEmbedding, shortenEmbedding } from "../deterministic_embedding.ts";
 
 /** A fake's behaviour for one model or one request; every field is optional. */
 export interface FakeBehavior {
@@ -44,39 +45,26 @@ export interface FakeBehavior {
    * it does not.
    */
   contextTokens?: number;
+  /** Answer `embeddingDimensions` values whatever `dimensions` asked (a model that cannot shorten). */
+  ignoreDimensions?: boolean;
+  /** OpenAI's `data` listed last input first (each item keeps its `index`), as a server may. */
+  shuffleEmbeddings?: boolean;
+  /** OpenAI's `data[i].index` replaced by these values (missing, repeated or unknown indexes). */
+  embeddingIndexes?: number[];
+  /** Answer base64 vectors even when `encoding_format` asked for floats. */
+  forceBase64?: boolean;
 }
 
 /** Vector length of a fake model that sets no `embeddingDimensions`. */
 export const DEFAULT_EMBEDDING_DIMENSIONS = 8;
 
 /**
- * The fakes' vector for `text`: `dimensions` values seeded by the text's FNV-1a hash, scaled
- * to length 1 and rounded to float32, so a test can compute what a fake answers and compare it
- * exactly, even after the vector crossed a float32 wire.
+ * The fakes' vector for `text` (the mock adapter's too): see
+ * {@linkcode deterministicEmbedding}.
  */
-export function fakeEmbedding(text: string, dimensions: number): number[] {
-  let h = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) h = Math.imul(h ^ byte, 0x01000193);
-  const raw = Array.from({ length: dimensions }, (_, i) => {
-    // xorshift32 per position, seeded by the hash and the position.
-    let x = (h ^ Math.imul(i + 1, 0x9e3779b1)) | 1;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 31 - 1;
-  });
-  return unitFloat32(raw);
-}
+export const fakeEmbedding: (text: string, dimensions: number) => number[] = deterministicEmbedding;
 
-/** The first `dimensions` values of `vector`, scaled to length 1 again (as Ollama shortens). */
-export function shortenEmbedding(vector: number[], dimensions: number): number[] {
-  return unitFloat32(vector.slice(0, dimensions));
-}
-
-function unitFloat32(values: number[]): number[] {
-  const norm = Math.sqrt(values.reduce((sum, v) => sum + v * v, 0)) || 1;
-  return values.map((v) => Math.fround(v / norm));
-}
+export { shortenEmbedding };
 
 /** `values` as little-endian float32 bytes in base64 (OpenAI's `encoding_format: base64`). */
 export function float32Base64(values: number[]): string {

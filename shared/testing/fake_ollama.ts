@@ -8,7 +8,8 @@
  * `{model, embeddings, total_duration, load_duration, prompt_eval_count}` and the older
  * `POST /api/embeddings` `{model, prompt}` → `{embedding}`. Every model embeds; each vector is
  * {@linkcode fakeEmbedding} of its input, `embeddingDimensions` long (behaviour, per model;
- * default 8) and shortened to `dimensions` when that is smaller, as Ollama does. Inputs over a
+ * default 8) and shortened to `dimensions` when that is smaller, as Ollama does (not under the
+ * `ignoreDimensions` knob, as a model that cannot shorten). Inputs over a
  * model's `contextTokens` (words) are cut at the end, or refused with 400 under `truncate:
  * false`. `prompt_eval_count` is the inputs' word count.
  *
@@ -257,7 +258,7 @@ export function startFakeOllama(options: FakeOllamaOptions = {}): FakeOllama {
     if (!(await sleepUnlessAborted(wait, ex.signal))) return json({}, 499);
     loaded.add(model);
     const size = b.embeddingDimensions ?? DEFAULT_EMBEDDING_DIMENSIONS;
-    const asked = typeof body.dimensions === "number" ? body.dimensions : 0;
+    const asked = typeof body.dimensions === "number" && !b.ignoreDimensions ? body.dimensions : 0;
     const truncate = legacy || body.truncate !== false;
     const embeddings: number[][] = [];
     let tokens = 0;

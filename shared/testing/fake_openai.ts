@@ -13,7 +13,9 @@
  * long (behaviour, per model; default 8), shortened to `dimensions` when smaller (larger is a
  * 400). An input over the model's `contextTokens` (words) is refused with 400, except that
  * vLLM cuts it to its last `truncate_prompt_tokens` words (-1: the context). OpenAI refuses
- * request fields it does not know (`truncate_prompt_tokens` included); vLLM takes them.
+ * request fields it does not know (`truncate_prompt_tokens` included); vLLM takes them. The
+ * behaviour knobs `ignoreDimensions`, `shuffleEmbeddings`, `embeddingIndexes` and `forceBase64`
+ * make it answer as a looser server might.
  *
  * Chat content may be OpenAI's part array (`text`, `image_url` ...): parts are checked for
  * shape, recorded as received, and only text parts count as prompt words.
@@ -359,7 +361,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       req.headers.get(BEHAVIOR_HEADER),
     );
     const size = b.embeddingDimensions ?? DEFAULT_EMBEDDING_DIMENSIONS;
-    const dims = body.dimensions;
+    const dims = b.ignoreDimensions ? undefined : body.dimensions;
     if (
       dims !== undefined && dims !== null &&
       (!Number.isInteger(dims) || (dims as number) < 1 || (dims as number) > size)
@@ -411,10 +413,11 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       const vector = typeof dims === "number" && dims < size ? shortenEmbedding(full, dims) : full;
       data.push({
         object: "embedding",
-        index,
-        embedding: format === "base64" ? float32Base64(vector) : vector,
+        index: b.embeddingIndexes?.[index] ?? index,
+        embedding: format === "base64" || b.forceBase64 ? float32Base64(vector) : vector,
       });
     }
+    if (b.shuffleEmbeddings) data.reverse();
     const usage = { prompt_tokens: tokens, total_tokens: tokens };
     return json({
       ...(flavor === "vllm"

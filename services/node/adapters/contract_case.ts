@@ -150,6 +150,60 @@ export function adapterContract(name: string, setup: () => Promise<ContractFixtu
     assert.equal(sink.deltas.length, settledCount, "deltas arrived after execute settled");
   });
 
+  contractCase("embeds each input in order, or refuses embed as INVALID_ARGUMENT", async (f) => {
+    const inputs = ["the quick brown fox", "jumps", "over the lazy dog"];
+    const spec = { ...f.okSpec, runId: crypto.randomUUID(), messages: [], embed: { inputs } };
+    const sink = recordingSink();
+    const outcome = await f.adapter.execute(spec, sink, { signal: never() }).catch((e) => e);
+    if (outcome instanceof Error) {
+      assert.ok(outcome instanceof IopError, `rejected with ${String(outcome)}`);
+      assert.equal(outcome.code, "INVALID_ARGUMENT", outcome.message);
+      assert.match(outcome.message, /^Cannot run as embed: /);
+      assert.deepEqual(sink.embeddings, []);
+      return;
+    }
+    assert.equal(outcome.finishReason, "stop");
+    assert.deepEqual(sink.embeddings.map((e) => e.index), [0, 1, 2]);
+    const length = sink.embeddings[0]!.values.length;
+    assert.ok(length > 0, "an embedding has values");
+    for (const { values } of sink.embeddings) {
+      assert.equal(values.length, length, "every vector is as long as the first");
+      assert.ok(values.every((v) => Number.isFinite(v)));
+    }
+    assert.notDeepEqual(sink.embeddings[0]!.values, sink.embeddings[1]!.values);
+    assert.deepEqual(sink.deltas, [], "an embedding run answers no text");
+  });
+
+  contractCase(
+    "carries an image to its backend, or refuses image as INVALID_ARGUMENT",
+    async (f) => {
+      const text = "what is in this picture?";
+      const spec = {
+        ...f.okSpec,
+        runId: crypto.randomUUID(),
+        messages: [{
+          role: "user" as const,
+          content: text,
+          parts: [
+            { type: "text" as const, text },
+            { type: "image" as const, url: "data:image/png;base64,iVBORw0KGgo=" },
+          ],
+        }],
+      };
+      const sink = recordingSink();
+      const outcome = await f.adapter.execute(spec, sink, { signal: never() }).catch((e) => e);
+      if (outcome instanceof Error) {
+        assert.ok(outcome instanceof IopError, `rejected with ${String(outcome)}`);
+        assert.equal(outcome.code, "INVALID_ARGUMENT", outcome.message);
+        assert.match(outcome.message, /^Cannot run as image \(message 0, part 1\): /);
+        assert.deepEqual(sink.deltas, []);
+        return;
+      }
+      assert.ok(["stop", "length", "tool_calls"].includes(outcome.finishReason));
+      assert.notEqual(sink.deltas.join(""), "", "the answer has text");
+    },
+  );
+
   contractCase("reports flat capabilities", async (f) => {
     const caps = await f.adapter.capabilities({ signal: never() });
     assert.ok(Array.isArray(caps.targets) && caps.targets.every((t) => typeof t === "string"));

@@ -1,21 +1,18 @@
 /**
  * Test cases every model-server adapter must pass against its fake server: error mapping,
  * a backend dying mid-stream, cancellation seen by the server as a closed connection (while
- * streaming, before the first token, and without streaming), and each time limit; and for
- * embedding runs the vectors in input order with the asked length, the same error mapping,
- * cancellation and limits. Test files call {@linkcode httpAdapterCases} once per adapter.
+ * streaming, before the first token, and without streaming), and each time limit; and the
+ * embedding cases of `http_embedding_cases.ts`. Test files call {@linkcode httpAdapterCases}
+ * once per adapter.
  * @module
  */
 import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
-import {
-  type FakeBehavior,
-  fakeEmbedding,
-  type FakeServer,
-  shortenEmbedding,
-} from "../../../shared/testing/fake_model_server.ts";
+import type { FakeBehavior, FakeServer } from "../../../shared/testing/fake_model_server.ts";
 import type { Adapter, ExecutionSpec, HttpModelSettings } from "../ports.ts";
 import { recordingSink, specFor } from "./contract_case.ts";
+import { embeddingCases } from "./http_embedding_cases.ts";
+import type { ModelAdapterOptions } from "./model_run.ts";
 
 /** A fake server plus how to change one model's behaviour. */
 export interface FakeHandle extends FakeServer {
@@ -31,8 +28,17 @@ export interface HttpAdapterSubject {
   startFake(): FakeHandle;
   /** The base URL to give the adapter for a fake at `url`. */
   baseUrl?(url: string): string;
-  create(settings: HttpModelSettings): Adapter;
+  create(settings: HttpModelSettings, options?: ModelAdapterOptions): Adapter;
 }
+
+/** Runs one case: a fresh fake with `behavior`, an adapter on it, and a spec for its model. */
+export type CaseRunner = (
+  behavior: FakeBehavior,
+  limits: Partial<HttpModelSettings>,
+  body: (ctx: { fake: FakeHandle; adapter: Adapter; spec: ExecutionSpec }) => Promise<void>,
+  spec?: Partial<ExecutionSpec>,
+  options?: ModelAdapterOptions,
+) => () => Promise<void>;
 
 /** Settings with every limit off, pointed at `baseUrl`. */
 export function settingsFor(
@@ -87,17 +93,11 @@ export function closedPort(): number {
 
 /** Registers the shared cases for one adapter, each named `${name}: <behaviour>`. */
 export function httpAdapterCases(name: string, subject: HttpAdapterSubject): void {
-  const run = (
-    behavior: FakeBehavior,
-    limits: Partial<HttpModelSettings>,
-    body: (ctx: { fake: FakeHandle; adapter: Adapter; spec: ExecutionSpec }) => Promise<void>,
-    spec: Partial<ExecutionSpec> = {},
-  ) =>
-  async () => {
+  const run: CaseRunner = (behavior, limits, body, spec = {}, options = {}) => async () => {
     await using fake = subject.startFake();
     fake.setBehavior(subject.model, behavior);
     const base = subject.baseUrl?.(fake.url) ?? fake.url;
-    const adapter = subject.create(settingsFor(base, limits));
+    const adapter = subject.create(settingsFor(base, limits), options);
     const full = specFor({
       adapter: name,
       target: subject.model,
@@ -319,145 +319,6 @@ export function httpAdapterCases(name: string, subject: HttpAdapterSubject): voi
         assert.equal(sink.deltas.join(""), "tok0 tok1 tok2 tok3");
         assert.equal(result.finishReason, "stop");
       },
-    ),
-  );
-}
-
-type CaseRunner = (
-  behavior: FakeBehavior,
-  limits: Partial<HttpModelSettings>,
-  body: (ctx: { fake: FakeHandle; adapter: Adapter; spec: ExecutionSpec }) => Promise<void>,
-  spec?: Partial<ExecutionSpec>,
-) => () => Promise<void>;
-
-const EMBED_INPUTS = ["one two", "three", "four five six"];
-
-/** The embedding cases of {@linkcode httpAdapterCases}. */
-function embeddingCases(name: string, subject: HttpAdapterSubject, run: CaseRunner): void {
-  const embedSpec = (partial: Partial<ExecutionSpec["embed"]> = {}): Partial<ExecutionSpec> => ({
-    messages: [],
-    embed: { inputs: EMBED_INPUTS, ...partial },
-  });
-
-  Deno.test(
-    `${name}: embeds each input in order, with the backend's input token count`,
-    run({ embeddingDimensions: 16 }, {}, async ({ fake, adapter, spec }) => {
-      const sink = recordingSink();
-      const result = await adapter.execute(spec, sink, { signal: never() });
-      assert.deepEqual(
-        sink.embeddings,
-        EMBED_INPUTS.map((text, index) => ({ index, values: fakeEmbedding(text, 16) })),
-      );
-      assert.deepEqual(result, {
-        finishReason: "stop",
-        usage: { inputTokens: 6, outputTokens: 0 },
-      });
-      assert.deepEqual(sink.deltas, []);
-      assert.equal(fake.requests.length, 1);
-      assert.equal(fake.requests[0]!.path, subject.embedPath);
-      assert.deepEqual((fake.requests[0]!.body as { input: unknown }).input, EMBED_INPUTS);
-    }, embedSpec()),
-  );
-
-  Deno.test(
-    `${name}: embeds to the dimensions asked for`,
-    run({ embeddingDimensions: 16 }, {}, async ({ fake, adapter, spec }) => {
-      const sink = recordingSink();
-      await adapter.execute(spec, sink, { signal: never() });
-      assert.deepEqual(
-        sink.embeddings.map((e) => e.values),
-        EMBED_INPUTS.map((text) => shortenEmbedding(fakeEmbedding(text, 16), 4)),
-      );
-      assert.equal((fake.requests[0]!.body as { dimensions: unknown }).dimensions, 4);
-    }, embedSpec({ dimensions: 4 })),
-  );
-
-  const errorCases: [string, FakeBehavior, string, boolean][] = [
-    [
-      "500 as BACKEND_ERROR, retryable",
-      { errorStatus: 500, errorMessage: "kaput" },
-      "BACKEND_ERROR",
-      true,
-    ],
-    [
-      "400 as INVALID_ARGUMENT",
-      { errorStatus: 400, errorMessage: "bad input" },
-      "INVALID_ARGUMENT",
-      false,
-    ],
-    ["503 as OVERLOADED, retryable", { overloaded: true }, "OVERLOADED", true],
-  ];
-  for (const [label, behavior, code, retryable] of errorCases) {
-    Deno.test(
-      `${name}: an embedding run maps HTTP ${label}, with no vector relayed`,
-      run(behavior, {}, async ({ adapter, spec }) => {
-        const sink = recordingSink();
-        const err = await rejectsWith(adapter.execute(spec, sink, { signal: never() }), code);
-        assert.equal(err.retryable, retryable);
-        if (behavior.errorMessage) assert.equal(err.message, behavior.errorMessage);
-        assert.deepEqual(sink.embeddings, []);
-      }, embedSpec()),
-    );
-  }
-
-  Deno.test(
-    `${name}: an embedding run on an unknown model fails with NOT_FOUND`,
-    run({}, {}, async ({ adapter, spec }) => {
-      const err = await rejectsWith(
-        adapter.execute({ ...spec, target: "no-such-model" }, recordingSink(), { signal: never() }),
-        "NOT_FOUND",
-      );
-      assert.match(err.message, /no-such-model/);
-    }, embedSpec()),
-  );
-
-  Deno.test(
-    `${name}: a model that cannot shorten its vectors is refused, not relayed as asked`,
-    run({ embeddingDimensions: 8 }, {}, async ({ adapter, spec }) => {
-      // Ollama answers its own length when asked for more; OpenAI and vLLM refuse with 400.
-      const sink = recordingSink();
-      const err = await rejectsWith(
-        adapter.execute(spec, sink, { signal: never() }),
-        "INVALID_ARGUMENT",
-      );
-      assert.match(err.message, /dimensions/);
-      assert.deepEqual(sink.embeddings, []);
-    }, embedSpec({ dimensions: 32 })),
-  );
-
-  Deno.test(
-    `${name}: cancel of an embedding run closes the server's connection within 1 s`,
-    run({ firstTokenDelayMs: 10_000 }, {}, async ({ fake, adapter, spec }) => {
-      const sink = recordingSink();
-      const controller = new AbortController();
-      const execution = adapter.execute(spec, sink, { signal: controller.signal });
-      const received = await fake.log.waitForRequest(1);
-      const reason = new DOMException("user pressed stop", "AbortError");
-      controller.abort(reason);
-      const err = await within(execution.then(() => undefined, (e) => e), 1000, "execute");
-      assert.equal(err, reason, "execute rejects with the signal's reason");
-      assert.equal(await within(received.ended, 1000, "the server noticing"), "client_closed");
-      assert.deepEqual(sink.embeddings, []);
-    }, embedSpec()),
-  );
-
-  Deno.test(
-    `${name}: firstTokenTimeoutMs bounds an embedding run's whole answer`,
-    run(
-      { firstTokenDelayMs: 5_000 },
-      { firstTokenTimeoutMs: 150 },
-      async ({ fake, adapter, spec }) => {
-        const err = await rejectsWith(
-          adapter.execute(spec, recordingSink(), { signal: never() }),
-          "TIMEOUT",
-        );
-        assert.match(err.message, /firstTokenTimeoutMs=150/);
-        assert.equal(
-          await within(fake.requests[0]!.ended, 1000, "the server noticing"),
-          "client_closed",
-        );
-      },
-      embedSpec(),
     ),
   );
 }

@@ -343,18 +343,52 @@ export class SseDecoder {
   }
 }
 
-/** Reads the whole JSON body under `guard`, mapping read failures like a broken stream. */
+/** Options of {@linkcode readJson}. */
+export interface ReadJsonOptions {
+  /** The most bytes of body read; a longer body fails the run (absent = no limit). */
+  maxBytes?: number;
+  /** What the body is, for that failure ("the embeddings answer"). */
+  what?: string;
+}
+
+/**
+ * Reads the whole JSON body under `guard`, mapping read failures like a broken stream; a body
+ * over `maxBytes` is dropped (closing its connection) as soon as it passes the limit.
+ */
 export async function readJson(
   res: Http1Response,
   guard: RequestGuard,
   url: string,
+  options: ReadJsonOptions = {},
 ): Promise<unknown> {
   try {
-    return await res.json();
+    const text = options.maxBytes === undefined
+      ? await res.text()
+      : await cappedText(res, options.maxBytes, options.what ?? "the answer");
+    return JSON.parse(text);
   } catch (err) {
     if (err instanceof SyntaxError && !guard.signal.aborted) {
       throw new IopError("BACKEND_ERROR", `Model server sent invalid JSON: ${err.message}`);
     }
     throw guard.failure(err, "stream", url);
   }
+}
+
+/** The body as text, failing once it passes `maxBytes` (a throw in `read` closes the body). */
+async function cappedText(res: Http1Response, maxBytes: number, what: string): Promise<string> {
+  const parts: string[] = [];
+  const decoder = new TextDecoder();
+  let bytes = 0;
+  const take = (chunk: Uint8Array) => {
+    bytes += chunk.byteLength;
+    if (bytes > maxBytes) {
+      throw new IopError("BACKEND_ERROR", `Cannot read ${what} as it exceeds ${maxBytes} bytes`);
+    }
+    parts.push(decoder.decode(chunk, { stream: true }));
+  };
+  while (await res.read(take)) {
+    // Reading on.
+  }
+  parts.push(decoder.decode());
+  return parts.join("");
 }

@@ -19,7 +19,7 @@
 import { IopError, isErrorCode } from "../../../shared/errors.ts";
 import { MAX_MOCK_EMBEDDING_DIMENSIONS, mockFeatures } from "../../../shared/adapter_kinds/mock.ts";
 import type { ChatMessage, EmbedInput } from "../../../shared/run.ts";
-import { EmbeddingRelay } from "./embedding.ts";
+import { deterministicEmbedding } from "../../../shared/deterministic_embedding.ts";
 import { probeMock } from "./health.ts";
 import { refuseUnhonoured } from "./model_run.ts";
 import { effectivePrompt } from "./prompt.ts";
@@ -93,23 +93,11 @@ export function mockImageNote(messages: readonly ChatMessage[]): string {
 }
 
 /**
- * The mock's vector for `text`: `dimensions` values drawn from a generator seeded with the
- * text's FNV-1a hash, scaled to length 1 and rounded to float32 (what the wire carries), so the
- * same text always embeds to the same vector and different texts almost never do.
+ * The mock's vector for `text`, `dimensions` long: the same text always embeds to the same unit
+ * vector of float32 values (what the wire carries), and different texts almost never do; the
+ * fake model servers answer the same ({@linkcode deterministicEmbedding}).
  */
-export function mockEmbedding(text: string, dimensions: number): number[] {
-  let seed = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) seed = Math.imul(seed ^ byte, 0x01000193);
-  const raw = Array.from({ length: dimensions }, () => {
-    // mulberry32
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
-  });
-  const norm = Math.sqrt(raw.reduce((sum, v) => sum + v * v, 0)) || 1;
-  return raw.map((v) => Math.fround(v / norm));
-}
+export const mockEmbedding: (text: string, dimensions: number) => number[] = deterministicEmbedding;
 
 /** The full answer of the mock: its deltas concatenated. */
 export function mockAnswer(prompt: string, tokens: number): string {
@@ -192,14 +180,12 @@ export function createMockAdapter(
           `values per vector: asked for ${dimensions}`,
       );
     }
-    const relay = new EmbeddingRelay(sink, signal);
     const failing = k.failWith !== "";
     const start = clock.now();
     for (const [index, text] of input.inputs.entries()) {
       await waitUntil(start + k.startDelayMs + index * k.tokenDelayMs, signal);
       if (failing && index >= k.failAfter) throw configuredFailure(k, index);
-      const later = relay.send(index, mockEmbedding(text, dimensions));
-      if (later) await later;
+      sink.embedding(index, mockEmbedding(text, dimensions));
     }
     if (failing) throw configuredFailure(k, input.inputs.length);
     const inputTokens = input.inputs.reduce((sum, text) => sum + words(text).length, 0);

@@ -5,7 +5,7 @@
  * @module
  */
 import { IopError, toIopError } from "../../../shared/errors.ts";
-import { unhonoured } from "../../../shared/adapter_kinds/features.ts";
+import { type Unhonoured, unhonoured } from "../../../shared/adapter_kinds/features.ts";
 import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
 import type { Logger } from "../../../shared/log.ts";
 import type { ExecutionResult, ExecutionSpec, HttpModelSettings } from "../ports.ts";
@@ -20,6 +20,8 @@ export interface ModelAdapterOptions {
   metrics?: AdapterMetrics;
   /** Defaults to a logger named after the adapter kind. */
   logger?: Logger;
+  /** The largest embeddings answer read (default `MAX_EMBEDDINGS_ANSWER_BYTES`, 64 MiB). */
+  maxEmbeddingsAnswerBytes?: number;
 }
 
 /** Who runs: the adapter's identity plus where it logs and records. */
@@ -138,13 +140,20 @@ export function refuseUnhonoured(
   spec: ExecutionSpec,
 ): void {
   const gap = unhonoured(features, spec);
-  if (!gap) return;
+  if (gap) throw unhonouredError(kind, gap);
+}
+
+/**
+ * The INVALID_ARGUMENT a run gets for a field `kind` cannot honour: "Cannot run as image
+ * (message 0, part 1): ollama takes images as data: URLs (base64) only, not as links".
+ */
+export function unhonouredError(kind: string, gap: Unhonoured): IopError {
   const where = gap.index === undefined
     ? ""
     : gap.part === undefined
     ? ` (message ${gap.index})`
     : ` (message ${gap.index}, part ${gap.part})`;
-  throw new IopError(
+  return new IopError(
     "INVALID_ARGUMENT",
     `Cannot run as ${gap.field}${where}: ${kind} ${gap.reason}`,
   );

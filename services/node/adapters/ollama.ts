@@ -10,7 +10,7 @@ import { IopError } from "../../../shared/errors.ts";
 import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
 import { httpModelFeatures } from "../../../shared/adapter_kinds/http_model.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
-import type { EmbedInput, OutputFormat } from "../../../shared/run.ts";
+import type { OutputFormat } from "../../../shared/run.ts";
 import { traceIdOf } from "../../../shared/trace_context.ts";
 import type {
   Adapter,
@@ -22,7 +22,7 @@ import type {
   HttpModelSettings,
   ToolCall,
 } from "../ports.ts";
-import { checkedVectors, EmbeddingRelay } from "./embedding.ts";
+import { relayEmbeddings } from "./embedding.ts";
 import { probeOllama } from "./health.ts";
 import { Http1Client } from "./http1_client.ts";
 import { LineDecoder, postJson, readBody, readJson, type RequestGuard } from "./http_stream.ts";
@@ -32,6 +32,7 @@ import {
   type ModelAdapterOptions,
   refuseUnhonoured,
   type RunContext,
+  unhonouredError,
 } from "./model_run.ts";
 
 const FEATURES = httpModelFeatures.ollama;
@@ -80,11 +81,12 @@ function imagesOf(m: ChatMessage, index: number): string[] {
     if (p.type !== "image") continue;
     const payload = BASE64_DATA_URL.exec(p.url)?.[1];
     if (payload === undefined) {
-      throw new IopError(
-        "INVALID_ARGUMENT",
-        `Cannot run as image (message ${index}, part ${part}): ollama takes images as base64 ` +
-          "data: URLs only",
-      );
+      throw unhonouredError("ollama", {
+        field: "image",
+        index,
+        part,
+        reason: "takes images as base64 data: URLs only",
+      });
     }
     images.push(payload);
   }
@@ -133,16 +135,10 @@ function formatOf(f: OutputFormat): unknown {
 }
 
 /**
- * The request body and endpoint for `spec`: chat when there are messages, else generate.
- * `sampling.extra` goes into `options` only under Ollama's names; other extras are dropped with
- * a warning. Tool choice `none` is honoured by not offering the tools (Ollama has no
- * `tool_choice`; what it cannot honour was refused before).
+ * Ollama's `options` for `spec`'s sampling, of a chat or an embedding run alike. `sampling.extra`
+ * goes in only under Ollama's names; other extras are dropped with a warning.
  */
-function requestFor(
-  spec: ExecutionSpec,
-  stream: boolean,
-  log: Logger,
-): { path: string; body: object } {
+function optionsOf(spec: ExecutionSpec, log: Logger): Record<string, unknown> {
   const s = spec.sampling;
   const options: Record<string, unknown> = {};
   if (s.temperature !== undefined) options.temperature = s.temperature;
@@ -161,6 +157,20 @@ function requestFor(
     }
     for (const [key, value] of Object.entries(extras)) if (!(key in options)) options[key] = value;
   }
+  return options;
+}
+
+/**
+ * The request body and endpoint for `spec`: chat when there are messages, else generate, with
+ * {@linkcode optionsOf} the sampling. Tool choice `none` is honoured by not offering the tools
+ * (Ollama has no `tool_choice`; what it cannot honour was refused before).
+ */
+function requestFor(
+  spec: ExecutionSpec,
+  stream: boolean,
+  log: Logger,
+): { path: string; body: object } {
+  const options = optionsOf(spec, log);
   const format = spec.outputFormat ? { format: formatOf(spec.outputFormat) } : {};
   if (spec.messages.length === 0) {
     return {
@@ -226,13 +236,19 @@ class ChunkReader {
   }
 }
 
-/** The `/api/embed` body: Ollama reads `truncate` (its default: true) and `dimensions`. */
-function embedBody(model: string, embed: EmbedInput): Record<string, unknown> {
+/**
+ * The `/api/embed` body of an embedding run: Ollama reads `truncate` (its default: true),
+ * `dimensions`, and `options` (`num_ctx` ...) as for a chat.
+ */
+function embedBody(spec: ExecutionSpec, log: Logger): Record<string, unknown> {
+  const embed = spec.embed!;
+  const options = optionsOf(spec, log);
   return {
-    model,
+    model: spec.target,
     input: embed.inputs,
     ...(embed.truncate !== undefined ? { truncate: embed.truncate } : {}),
     ...(embed.dimensions !== undefined ? { dimensions: embed.dimensions } : {}),
+    ...(Object.keys(options).length > 0 ? { options } : {}),
   };
 }
 
@@ -266,15 +282,24 @@ export function createOllamaAdapter(
     guardedRun(ctx, spec, settings, signal, async (guard) => {
       refuseUnhonoured("ollama", FEATURES, spec);
       if (spec.embed) {
-        const url = `${base}/api/embed`;
-        const res = await postJson(url, embedBody(spec.target, spec.embed), guard, { client });
-        const answer = (await readJson(res, guard, url) ?? {}) as OllamaEmbedAnswer;
-        const vectors = checkedVectors(answer.embeddings, spec.embed, "Ollama");
-        await new EmbeddingRelay(sink, signal).sendAll(vectors);
-        return {
-          finishReason: "stop",
-          usage: { inputTokens: answer.prompt_eval_count ?? 0, outputTokens: 0 },
-        };
+        return await relayEmbeddings(
+          {
+            url: `${base}/api/embed`,
+            body: embedBody(spec, ctx.logger),
+            post: { client },
+            backend: "Ollama",
+            read: (answer) => ({
+              vectors: (answer as OllamaEmbedAnswer).embeddings,
+              inputTokens: (answer as OllamaEmbedAnswer).prompt_eval_count ?? 0,
+            }),
+            ...(options.maxEmbeddingsAnswerBytes !== undefined
+              ? { maxAnswerBytes: options.maxEmbeddingsAnswerBytes }
+              : {}),
+          },
+          spec.embed,
+          guard,
+          sink,
+        );
       }
       const stream = spec.wholeAnswer !== true;
       const { path, body } = requestFor(spec, stream, ctx.logger);

@@ -1,10 +1,6 @@
 import assert from "node:assert/strict";
 import { createLogger } from "../../../shared/log.ts";
-import {
-  fakeEmbedding,
-  OLLAMA_CONTEXT_EXCEEDED,
-  startFakeOllama,
-} from "../../../shared/testing/fake_ollama.ts";
+import { startFakeOllama } from "../../../shared/testing/fake_ollama.ts";
 import { recordingSink, specFor } from "./contract_case.ts";
 import { httpAdapterCases, never, rejectsWith, settingsFor } from "./http_adapter_cases.ts";
 import { createOllamaAdapter } from "./ollama.ts";
@@ -13,7 +9,7 @@ httpAdapterCases("ollama", {
   model: "llama3.2:latest",
   embedPath: "/api/embed",
   startFake: () => startFakeOllama(),
-  create: (settings) => createOllamaAdapter("ollama", settings),
+  create: (settings, options) => createOllamaAdapter("ollama", settings, options),
 });
 
 const chat = (partial: Parameters<typeof specFor>[0] = {}) =>
@@ -281,52 +277,6 @@ Deno.test("ollama keeps its own options from sampling.extra and never lets one r
 });
 
 const PNG = "iVBORw0KGgo=";
-
-Deno.test("ollama sends an embedding run to /api/embed with truncate and dimensions", async () => {
-  await using fake = startFakeOllama({
-    models: ["nomic-embed-text"],
-    defaults: { embeddingDimensions: 768 },
-  });
-  const adapter = createOllamaAdapter("ollama", settingsFor(fake.url));
-  const sink = recordingSink();
-  await adapter.execute(
-    specFor({
-      target: "nomic-embed-text",
-      embed: { inputs: ["a b", "c"], dimensions: 256, truncate: false },
-    }),
-    sink,
-    { signal: never() },
-  );
-  assert.deepEqual(fake.requests[0]!.body, {
-    model: "nomic-embed-text",
-    input: ["a b", "c"],
-    truncate: false,
-    dimensions: 256,
-  });
-  assert.deepEqual(sink.embeddings.map((e) => [e.index, e.values.length]), [[0, 256], [1, 256]]);
-});
-
-Deno.test("ollama leaves truncation to the server by default, and truncate: false fails a long input", async () => {
-  await using fake = startFakeOllama({ defaults: { contextTokens: 2 } });
-  const adapter = createOllamaAdapter("ollama", settingsFor(fake.url));
-  const sink = recordingSink();
-  await adapter.execute(
-    specFor({ target: "llama3.2", embed: { inputs: ["one two three"] } }),
-    sink,
-    { signal: never() },
-  );
-  assert.ok(!("truncate" in (fake.requests[0]!.body as object)));
-  assert.deepEqual(sink.embeddings[0]!.values, fakeEmbedding("one two", 8));
-  const err = await rejectsWith(
-    adapter.execute(
-      specFor({ target: "llama3.2", embed: { inputs: ["one two three"], truncate: false } }),
-      recordingSink(),
-      { signal: never() },
-    ),
-    "INVALID_ARGUMENT",
-  );
-  assert.equal(err.message, OLLAMA_CONTEXT_EXCEEDED);
-});
 
 Deno.test("ollama sends image parts as the base64 of their data: URLs beside the joined text", async () => {
   await using fake = startFakeOllama({ defaults: { reply: "a cat" } });

@@ -1,9 +1,10 @@
 /**
  * The `openai_compat` adapter: runs models on any server speaking OpenAI's Chat Completions
  * (`POST /v1/chat/completions`, SSE with `stream_options.include_usage`), embeds through
- * `POST /v1/embeddings`, lists models from `GET /v1/models`, and sends the API key as a Bearer
- * token that is never logged. A message with images goes as OpenAI's content-part array
- * (`text` and `image_url` parts, in order); the server fetches any link itself.
+ * `POST /v1/embeddings` (its wire in `openai_embeddings.ts`), lists models from
+ * `GET /v1/models`, and sends the API key as a Bearer token that is never logged. A message
+ * with images goes as OpenAI's content-part array (`text` and `image_url` parts, in order); the
+ * server fetches any link itself.
  * The `vllm` adapter is this one with vLLM's health endpoint and its truncation field (see
  * `vllm.ts`).
  * @module
@@ -13,7 +14,7 @@ import { httpModelFeatures } from "../../../shared/adapter_kinds/http_model.ts";
 import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
 import { backendExtras } from "../../../shared/adapter_kinds/features.ts";
 import { createLogger, type Logger } from "../../../shared/log.ts";
-import type { ContentPart, EmbedInput, OutputFormat, ToolChoice } from "../../../shared/run.ts";
+import type { ContentPart, OutputFormat, ToolChoice } from "../../../shared/run.ts";
 import { traceIdOf } from "../../../shared/trace_context.ts";
 import type {
   Adapter,
@@ -24,7 +25,7 @@ import type {
   ExecutionSpec,
   HttpModelSettings,
 } from "../ports.ts";
-import { checkedVectors, EmbeddingRelay, float32FromBase64 } from "./embedding.ts";
+import { relayEmbeddings } from "./embedding.ts";
 import { probeOpenAICompat, probeVllm } from "./health.ts";
 import { Http1Client } from "./http1_client.ts";
 import {
@@ -43,6 +44,7 @@ import {
   refuseUnhonoured,
   type RunContext,
 } from "./model_run.ts";
+import { embeddingsBackend, openAIEmbeddingsBody, openAIVectors } from "./openai_embeddings.ts";
 
 /** Options of {@linkcode createOpenAICompatAdapter}. */
 export interface OpenAICompatOptions extends ModelAdapterOptions {
@@ -68,12 +70,6 @@ interface WireChunk {
   error?: { message?: string } | string;
   choices?: WireChoice[];
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
-}
-
-/** OpenAI's answer of `/v1/embeddings`. */
-interface WireEmbeddings {
-  data?: { index?: number; embedding?: unknown }[];
-  usage?: { prompt_tokens?: number } | null;
 }
 
 /** One content part in OpenAI's shape. */
@@ -193,11 +189,12 @@ class CompletionReader {
         this.guard.token();
         this.sink.output(part.content);
       }
-      for (const call of part?.tool_calls ?? []) {
+      for (const [position, call] of (part?.tool_calls ?? []).entries()) {
         this.guard.token();
         this.sawTools = true;
         this.sink.toolCall({
-          index: call.index ?? 0,
+          // A stream's deltas carry their call's index; a whole answer's calls are in order.
+          index: call.index ?? position,
           id: call.id ?? "",
           name: call.function?.name ?? "",
           arguments: call.function?.arguments ?? "",
@@ -218,58 +215,6 @@ class CompletionReader {
     if (this.usage) out.usage = this.usage;
     return out;
   }
-}
-
-/**
- * The `/v1/embeddings` body. OpenAI's API has no truncation: an input longer than the context
- * fails, which is `truncate: false`; `true` is refused before (see `embedRefusal`). vLLM reads
- * `truncate_prompt_tokens`, where -1 cuts to the model's own limit (keeping the last tokens).
- */
-function embedBody(
-  model: string,
-  embed: EmbedInput,
-  kind: "openai_compat" | "vllm",
-): Record<string, unknown> {
-  const body: Record<string, unknown> = { model, input: embed.inputs, encoding_format: "float" };
-  if (embed.dimensions !== undefined) body.dimensions = embed.dimensions;
-  if (kind === "vllm" && embed.truncate === true) body.truncate_prompt_tokens = -1;
-  return body;
-}
-
-/** Why this kind cannot run `embed`, or undefined when it can. */
-function embedRefusal(embed: EmbedInput, kind: "openai_compat" | "vllm"): IopError | undefined {
-  if (kind === "vllm" || embed.truncate !== true) return undefined;
-  return new IopError(
-    "INVALID_ARGUMENT",
-    "Cannot run as truncate: openai_compat cannot cut an input to the model's context " +
-      "(OpenAI's embeddings API has no such field; a longer input fails instead)",
-  );
-}
-
-/** The vectors of an embeddings answer in input order, whatever order `data` lists them in. */
-function vectorsOf(answer: WireEmbeddings, embed: EmbedInput): number[][] {
-  const data = Array.isArray(answer.data) ? answer.data : [];
-  const vectors: unknown[] = [];
-  for (const item of data) {
-    const index = item?.index;
-    if (
-      typeof index !== "number" || !Number.isInteger(index) || index < 0 ||
-      index >= embed.inputs.length || vectors[index] !== undefined
-    ) {
-      throw new IopError(
-        "BACKEND_ERROR",
-        `Model server answered an embedding with a missing, repeated or unknown index ${index}`,
-      );
-    }
-    // A server that ignores encoding_format may still answer base64.
-    const values = item.embedding;
-    vectors[index] = typeof values === "string" ? float32FromBase64(values) : values;
-  }
-  return checkedVectors(
-    data.length === embed.inputs.length ? vectors : data,
-    embed,
-    "Model server",
-  );
 }
 
 function parseData(data: string): WireChunk {
@@ -309,17 +254,23 @@ export function createOpenAICompatAdapter(
       refuseUnhonoured(kind, features, spec);
       const secret = apiKeyOf(settings);
       if (spec.embed) {
-        const refusal = embedRefusal(spec.embed, kind);
-        if (refusal) throw refusal;
-        const url = `${root}/v1/embeddings`;
-        const body = embedBody(spec.target, spec.embed, kind);
-        const res = await postJson(url, body, guard, { client, headers: headers(), secret });
-        const answer = (await readJson(res, guard, url) ?? {}) as WireEmbeddings;
-        await new EmbeddingRelay(sink, signal).sendAll(vectorsOf(answer, spec.embed));
-        return {
-          finishReason: "stop",
-          usage: { inputTokens: answer.usage?.prompt_tokens ?? 0, outputTokens: 0 },
-        };
+        const backend = embeddingsBackend(kind);
+        const inputs = spec.embed.inputs.length;
+        return await relayEmbeddings(
+          {
+            url: `${root}/v1/embeddings`,
+            body: openAIEmbeddingsBody(spec.target, spec.embed, kind),
+            post: { client, headers: headers(), secret },
+            backend,
+            read: (answer) => openAIVectors(answer, inputs, backend),
+            ...(options.maxEmbeddingsAnswerBytes !== undefined
+              ? { maxAnswerBytes: options.maxEmbeddingsAnswerBytes }
+              : {}),
+          },
+          spec.embed,
+          guard,
+          sink,
+        );
       }
       const stream = spec.wholeAnswer !== true;
       const url = `${root}/v1/chat/completions`;

@@ -9,7 +9,7 @@ httpAdapterCases("openai_compat", {
   model: "test-model",
   embedPath: "/v1/embeddings",
   startFake: () => startFakeOpenAI(),
-  create: (settings) => createOpenAICompatAdapter("openai", settings),
+  create: (settings, options) => createOpenAICompatAdapter("openai", settings, options),
 });
 
 const chat = (partial: Parameters<typeof specFor>[0] = {}) =>
@@ -179,6 +179,31 @@ Deno.test("openai_compat forwards tool call deltas and finishes with tool_calls"
   assert.deepEqual(sent, [{ type: "function", function: { ...tool } }]);
 });
 
+Deno.test("openai_compat keeps the tool calls of a whole answer apart by their position", async () => {
+  // A non-streamed answer's message.tool_calls carry no index, unlike a stream's deltas.
+  await using fake = startFakeOpenAI({
+    defaults: {
+      reply: "",
+      toolCalls: [
+        { name: "lookup", arguments: { q: "deno" } },
+        { name: "fetch", arguments: { url: "https://deno.com" } },
+      ],
+    },
+  });
+  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
+  const sink = recordingSink();
+  const tools = ["lookup", "fetch"].map((name) => ({ name, description: "", parameters: {} }));
+  const result = await adapter.execute(chat({ tools, wholeAnswer: true }), sink, {
+    signal: never(),
+  });
+  assert.equal(result.finishReason, "tool_calls");
+  assert.deepEqual(sink.toolCalls.map((c) => [c.index, c.name, c.arguments]), [
+    [0, "lookup", '{"q":"deno"}'],
+    [1, "fetch", '{"url":"https://deno.com"}'],
+  ]);
+  assert.notEqual(sink.toolCalls[0]!.id, sink.toolCalls[1]!.id);
+});
+
 Deno.test("openai_compat sends tool results with tool_call_id and earlier calls in wire shape", async () => {
   await using fake = startFakeOpenAI();
   const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
@@ -282,56 +307,6 @@ Deno.test("openai_compat capabilities list /v1/models and fall back to configure
   assert.deepEqual(fallback.targets, ["fallback"]);
   assert.equal(fallback.healthy, false);
   assert.match(fallback.detail, /401/);
-});
-
-Deno.test("openai_compat asks /v1/embeddings for float vectors, with dimensions and the key", async () => {
-  await using fake = startFakeOpenAI({ apiKey: "sk-e", defaults: { embeddingDimensions: 64 } });
-  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url, { apiKey: "sk-e" }));
-  const sink = recordingSink();
-  const result = await adapter.execute(
-    specFor({ target: "test-model", embed: { inputs: ["x y", "z"], dimensions: 32 } }),
-    sink,
-    { signal: never() },
-  );
-  const sent = fake.requests[0]!;
-  assert.equal(sent.headers.authorization, "Bearer sk-e");
-  assert.deepEqual(sent.body, {
-    model: "test-model",
-    input: ["x y", "z"],
-    encoding_format: "float",
-    dimensions: 32,
-  });
-  assert.deepEqual(sink.embeddings.map((e) => [e.index, e.values.length]), [[0, 32], [1, 32]]);
-  assert.deepEqual(result.usage, { inputTokens: 3, outputTokens: 0 });
-});
-
-Deno.test("openai_compat refuses truncate: true before any request, and sends truncate: false as OpenAI's default", async () => {
-  await using fake = startFakeOpenAI();
-  const adapter = createOpenAICompatAdapter("openai", settingsFor(fake.url));
-  const err = await rejectsWith(
-    adapter.execute(
-      specFor({ target: "test-model", embed: { inputs: ["x"], truncate: true } }),
-      recordingSink(),
-      { signal: never() },
-    ),
-    "INVALID_ARGUMENT",
-  );
-  assert.match(err.message, /^Cannot run as truncate: openai_compat cannot cut/);
-  assert.equal(err.retryable, false);
-  assert.equal(fake.requests.length, 0);
-  const sink = recordingSink();
-  await adapter.execute(
-    specFor({ target: "test-model", embed: { inputs: ["x"], truncate: false } }),
-    sink,
-    { signal: never() },
-  );
-  // The real OpenAI refuses fields it does not know; the fake does too.
-  assert.deepEqual(Object.keys(fake.requests[0]!.body as object).sort(), [
-    "encoding_format",
-    "input",
-    "model",
-  ]);
-  assert.equal(sink.embeddings.length, 1);
 });
 
 Deno.test("openai_compat sends a message with images as OpenAI's content parts, in order", async () => {

@@ -9,7 +9,7 @@ httpAdapterCases("vllm", {
   model: "Qwen/Qwen3-8B",
   embedPath: "/v1/embeddings",
   startFake: () => startFakeOpenAI({ flavor: "vllm", models: ["Qwen/Qwen3-8B"] }),
-  create: (settings) => createVllmAdapter("gpu-vllm", settings),
+  create: (settings, options) => createVllmAdapter("gpu-vllm", settings, options),
 });
 
 Deno.test("vllm passes top_k, min_p and repetition_penalty from sampling.extra in the body", async () => {
