@@ -41,6 +41,7 @@ function config(upstream: string): Record<string, unknown> {
         mock("spare"),
         mock("slow", slow),
         mock("slow-alone", slow),
+        mock("slow-shared", slow),
         { name: "upstream", kind: "openai_compat", base_url: `${upstream}/v1` },
         {
           name: "cli",
@@ -58,12 +59,21 @@ function config(upstream: string): Record<string, unknown> {
           max_concurrency: 2,
         },
         { id: "a-slow", adapter: "slow", target: "demo", model_group: "slow", max_concurrency: 2 },
+        {
+          id: "a-shared",
+          adapter: "slow-shared",
+          target: "demo",
+          model_group: "org/slow",
+          max_concurrency: 4,
+        },
       ],
     }],
     models: [
       { name: "demo", route: "pool", aliases: ["demo-alias"], capabilities: ["chat", "vision"] },
       { name: "org/model:tag", route: "pool" },
       { name: "slow", route: "pool" },
+      // Both tenants may use it (beta by `org/*`).
+      { name: "org/slow", route: "pool" },
       { name: "direct", route: "direct", adapter: "spare", target: "echo" },
       { name: "slow-direct", route: "direct", adapter: "slow-alone", target: "echo" },
       {
@@ -243,6 +253,36 @@ Deno.test("ollama.ps lists the caller's models with runs in flight, and forgets 
     async () => (await ollama(stack).ps()).models.length === 0,
     30_000,
   );
+});
+
+Deno.test("ollama.ps shows a tenant only its own runs, also on a model another tenant runs too", async () => {
+  await using upstream = startUpstream();
+  await using stack = await startModelStack(upstream);
+  const ps = async (key: string) => (await ollama(stack, key).ps()).models.map((m) => m.name);
+  const start = async (key: string) => {
+    const stream = await ollama(stack, key).chat({
+      model: "org/slow",
+      messages: [{ role: "user", content: "take your time" }],
+      stream: true,
+    });
+    assert.equal((await stream[Symbol.asyncIterator]().next()).done, false);
+    return stream;
+  };
+  const alphas = await start(KEYS.alpha);
+  let betas: Awaited<ReturnType<typeof start>> | undefined;
+  try {
+    assert.deepEqual(await ps(KEYS.alpha), ["org/slow"]);
+    assert.deepEqual(await ps(KEYS.beta), [], "alpha's run on a shared model is not beta's");
+    betas = await start(KEYS.beta);
+    assert.deepEqual(await ps(KEYS.beta), ["org/slow"]);
+    alphas.abort();
+    await until("alpha's run to end", async () => (await ps(KEYS.alpha)).length === 0, 30_000);
+    assert.deepEqual(await ps(KEYS.beta), ["org/slow"], "beta's run goes on");
+  } finally {
+    alphas.abort();
+    betas?.abort();
+  }
+  await until("beta's run to end", async () => (await ps(KEYS.beta)).length === 0, 30_000);
 });
 
 Deno.test("client.models.retrieve returns the listed model object, ids with / and : included", async () => {

@@ -3,7 +3,9 @@
  *
  * Writes are serialised and coalesced: frames sent while a write is in flight go out together
  * in the next write, and each `send` resolves once its bytes were handed to the socket, so a
- * caller that awaits `send` is paced by the peer (backpressure).
+ * caller that awaits `send` is paced by the peer (backpressure). A message larger than the
+ * peer accepts (`maxSendBytes`) is refused before it is written: the peer would drop the whole
+ * link for it, failing everything else in flight on it.
  * @module
  */
 import { type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf";
@@ -40,7 +42,30 @@ export interface FrameConnectionOptions<In extends DescMessage, Out extends Desc
   outSchema: Out;
   /** Largest accepted incoming frame; defaults to 4 MiB. */
   maxFrameBytes?: number;
+  /** Largest frame body sent (the peer's limit); a larger message is refused. Default: none. */
+  maxSendBytes?: number;
   metrics?: WireMetrics;
+}
+
+/**
+ * A message refused by `send` as its frame is larger than the peer accepts: nothing was written
+ * and the connection stays up. INVALID_ARGUMENT, not retryable: the same message never fits.
+ */
+export class OversizeSendError extends IopError {
+  /** The encoded size of the refused message. */
+  readonly bytes: number;
+  /** The limit it is over. */
+  readonly limit: number;
+
+  constructor(bytes: number, limit: number) {
+    super(
+      "INVALID_ARGUMENT",
+      `Cannot send the message as it is ${bytes} bytes, over the peer's frame limit of ${limit} bytes`,
+    );
+    this.name = "OversizeSendError";
+    this.bytes = bytes;
+    this.limit = limit;
+  }
 }
 
 interface Batch {
@@ -59,12 +84,19 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   #writing = false;
   #closeReason: string | undefined;
   #maxFrameBytes: number;
+  #maxSendBytes: number;
   #decoder: FrameDecoder<In> | undefined;
 
   constructor(conn: ByteLink, options: FrameConnectionOptions<In, Out>) {
     this.#conn = conn;
     this.#options = options;
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.#maxSendBytes = options.maxSendBytes ?? Infinity;
+  }
+
+  /** The largest frame body sent from the next `send` on (the peer's limit, once known). */
+  set maxSendBytes(bytes: number) {
+    this.#maxSendBytes = bytes;
   }
 
   /**
@@ -96,7 +128,10 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
     return this.#closeReason !== undefined;
   }
 
-  /** Sends one message; rejects with UNAVAILABLE when the connection is closed. */
+  /**
+   * Sends one message; rejects with UNAVAILABLE when the connection is closed, and with
+   * {@linkcode OversizeSendError} (sending nothing) when it is larger than `maxSendBytes`.
+   */
   send(message: MessageShape<Out>): Promise<void> {
     if (this.#closeReason !== undefined) {
       return Promise.reject(
@@ -107,6 +142,9 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
       );
     }
     const body = toBinary(this.#options.outSchema, message);
+    if (body.byteLength > this.#maxSendBytes) {
+      return Promise.reject(new OversizeSendError(body.byteLength, this.#maxSendBytes));
+    }
     const frameBytes = varintSize(body.byteLength) + body.byteLength;
     const metrics = this.#options.metrics;
     if (metrics) {

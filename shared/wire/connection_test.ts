@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { type NodeEnvelope, NodeEnvelopeSchema } from "../../proto/gen/iop/v1/node_pb.ts";
 import { IopError } from "../errors.ts";
-import { FrameConnection, type WireMetrics } from "./connection.ts";
+import { FrameConnection, OversizeSendError, type WireMetrics } from "./connection.ts";
 import { FrameError } from "./frame.ts";
 import { plainLink } from "./link.ts";
 
@@ -30,7 +30,9 @@ function counting(): WireMetrics & { rejectedReasons: string[]; framesIn: number
   return m;
 }
 
-async function pair(options: { maxFrameBytes?: number; metrics?: WireMetrics } = {}) {
+async function pair(
+  options: { maxFrameBytes?: number; maxSendBytes?: number; metrics?: WireMetrics } = {},
+) {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const accepted = listener.accept();
   const client = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
@@ -150,5 +152,35 @@ Deno.test({
     );
     assert.equal(metrics.rejectedReasons.length, 1);
     rawClient.close();
+  },
+});
+
+Deno.test({
+  name: "FrameConnection refuses to send a message over maxSendBytes, and the link stays up",
+  sanitizeOps: true,
+  sanitizeResources: true,
+  async fn() {
+    const { a, b } = await pair({ maxFrameBytes: 1024, maxSendBytes: 1024 });
+    await assert.rejects(a.send(output(1, "x".repeat(4096))), (err: unknown) => {
+      assert.ok(err instanceof OversizeSendError);
+      assert.equal(err.code, "INVALID_ARGUMENT");
+      assert.equal(err.retryable, false);
+      assert.equal(err.limit, 1024);
+      assert.ok(err.bytes > 4096);
+      assert.match(
+        err.message,
+        /Cannot send the message as it is \d+ bytes, over the peer's frame limit of 1024 bytes/,
+      );
+      return true;
+    });
+    await a.send(output(2, "small"));
+    for await (const m of b.messages()) {
+      // The refused frame never reached the peer, which did not close for it.
+      assert.equal(m.msg.case === "runEvent" && Number(m.msg.value.seq), 2);
+      break;
+    }
+    assert.equal(b.isClosed, false);
+    a.close();
+    b.close();
   },
 });

@@ -31,19 +31,25 @@ export interface FeatureFields {
   tools: string;
   /** An embedding request's switch to cut overlong inputs. */
   truncate: string;
+  /** An embedding request's sampling options (Ollama's `options`). */
+  sampling: string;
 }
 
 /** The adapter kinds that may serve each model, per config snapshot. */
 const kindsByConfig = new WeakMap<EdgeConfig, Map<string, string[]>>();
 
-/** The distinct adapter kinds of the enabled adapters that may serve `model`, in config order. */
+/**
+ * The distinct adapter kinds of the enabled adapters that may serve `model`, in config order:
+ * those of the nodes, then those of each enrollment rule's template (its sample record), so that
+ * a model served only by nodes that have yet to enroll is checked as it will be served.
+ */
 export function kindsOf(config: EdgeConfig, model: ResolvedModel): string[] {
   let byModel = kindsByConfig.get(config);
   if (!byModel) kindsByConfig.set(config, byModel = new Map());
   let kinds = byModel.get(model.name);
   if (kinds) return kinds;
   const found = new Set<string>();
-  for (const node of config.nodes) {
+  for (const node of [...config.nodes, ...config.enrollment.map((rule) => rule.sample)]) {
     const names = model.route === "pool"
       ? node.providers.filter((p) => p.modelGroup === model.group).map((p) => p.adapter)
       : [model.adapter];

@@ -67,6 +67,7 @@ const FIELDS: FeatureFields = {
   embed: "input",
   tools: "tools",
   truncate: "truncate",
+  sampling: "options",
 };
 
 const model = (name: string) => resolveModel(config, name);

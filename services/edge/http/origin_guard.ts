@@ -11,7 +11,8 @@ import { refuse } from "./refusal.ts";
 
 /** Headers a browser app may read from answers (retry hints of overload errors). */
 const EXPOSED = "retry-after, retry-after-ms";
-const METHODS = "GET, POST, OPTIONS";
+/** Every method a route here answers (DELETE: `DELETE /v1/responses/{id}`). */
+const METHODS = "GET, POST, DELETE, OPTIONS";
 const DEFAULT_HEADERS = "authorization, content-type, a2a-version";
 
 /** Whether `origin` (an `Origin` header value) is in `allowed`. */

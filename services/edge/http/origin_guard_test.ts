@@ -44,7 +44,10 @@ Deno.test("originGuard answers the preflight and marks answers only for listed o
   });
   assert.equal(preflight.status, 204);
   assert.equal(preflight.headers.get("access-control-allow-origin"), "https://app.example.com");
-  assert.equal(preflight.headers.get("access-control-allow-methods"), "GET, POST, OPTIONS");
+  assert.equal(
+    preflight.headers.get("access-control-allow-methods"),
+    "GET, POST, DELETE, OPTIONS",
+  );
   assert.equal(
     preflight.headers.get("access-control-allow-headers"),
     "authorization, content-type",
@@ -63,4 +66,24 @@ Deno.test("originGuard answers the preflight and marks answers only for listed o
   });
   assert.equal(other.status, 403);
   assert.equal(other.headers.get("access-control-allow-origin"), null);
+});
+
+Deno.test("originGuard lets a listed origin's preflight of DELETE through, for DELETE /v1/responses/{id}", async () => {
+  const a = new Hono();
+  a.use("*", originGuard(() => ["https://app.example.com"]));
+  a.delete("/v1/responses/:id", (c) => c.json({ id: c.req.param("id"), deleted: true }));
+  const origin = "https://app.example.com";
+  const preflight = await a.request("/v1/responses/resp_1", {
+    method: "OPTIONS",
+    headers: { origin, "access-control-request-method": "DELETE" },
+  });
+  assert.equal(preflight.status, 204);
+  const allowed = preflight.headers.get("access-control-allow-methods")!.split(/,\s*/);
+  assert.ok(allowed.includes("DELETE"), `allowed: ${allowed.join(", ")}`);
+  const deleted = await a.request("/v1/responses/resp_1", {
+    method: "DELETE",
+    headers: { origin },
+  });
+  assert.equal(deleted.status, 200);
+  assert.equal(deleted.headers.get("access-control-allow-origin"), origin);
 });

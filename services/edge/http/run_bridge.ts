@@ -66,18 +66,19 @@ export interface StartedRun {
 
 /**
  * Admits the request of `caller` within its tenant's limits (throwing a 429-mapped
- * `TenantLimitError` when over one), submits the run holding that admission until it ends, and
- * waits for its first output (or tool call). Throws the run's error when it fails before that,
- * so the caller can still answer with an error status. The run is cancelled when `signal`
- * aborts.
+ * `TenantLimitError` when over one), counted on the public `model` it names (for the caller's
+ * `/api/ps`), submits the run holding that admission until it ends, and waits for its first
+ * output (or tool call). Throws the run's error when it fails before that, so the caller can
+ * still answer with an error status. The run is cancelled when `signal` aborts.
  */
 export async function startRun(
   service: RunGateway,
   submission: RunSubmission,
   signal: AbortSignal,
   caller: TenantRecord,
+  model = "",
 ): Promise<StartedRun> {
-  const lease = service.tenants.admit(caller);
+  const lease = service.tenants.admit(caller, model);
   const handle = await holdLease(lease, service.submitRun(submission, { signal, tenant: lease }));
   // A client gone while the run was being sent aborted before the service listened for it.
   if (signal.aborted) handle.cancel("client went away");
@@ -230,8 +231,9 @@ export async function embedRun(
   submission: RunSubmission & { embed: { inputs: string[] } },
   signal: AbortSignal,
   caller: TenantRecord,
+  model = "",
 ): Promise<EmbeddingAnswer> {
-  const run = await startRun(service, submission, signal, caller);
+  const run = await startRun(service, submission, signal, caller, model);
   try {
     return await collectEmbeddings(run.events, submission.embed.inputs.length);
   } catch (err) {

@@ -16,8 +16,7 @@ import { createOllamaApp, ollamaNotFound } from "./ollama/app.ts";
 import { createOpenAIApp } from "./openai/app.ts";
 import { openaiNotFound } from "./openai/errors.ts";
 import { refuse } from "./refusal.ts";
-import type { RunGateway } from "../ports.ts";
-import type { ResponseStore } from "../store/response_store.ts";
+import type { ResponseStore, RunGateway } from "../ports.ts";
 
 /** What every surface may use. */
 export interface SurfaceDeps {

@@ -1,15 +1,13 @@
 /**
- * The Edge's A2A task store: one SQLite file (WAL) holding each task as JSON next to the columns
- * that retention, recovery and ownership query. Schema version in `PRAGMA user_version`, migrated
- * on open; a file written by a newer Edge is refused.
+ * The Edge's A2A task store: one SQLite file holding each task as JSON next to the columns that
+ * retention, recovery and ownership query, opened and migrated as `sqlite_schema.ts` says.
  *
  * Schema history: 1 = the `tasks` table; 2 = the `owner` column (the tenant that created the
  * task). Rows of a version-1 file get the owner `''` (`LEGACY_OWNER`: readable by the tenants
  * `default` and `anonymous`, which are the callers that could reach them before tenants).
  * @module
  */
-import { DatabaseSync } from "node:sqlite";
-import { IopError } from "../../../shared/errors.ts";
+import { openSqlite } from "./sqlite_schema.ts";
 import type { A2aTaskStore } from "../a2a/task_store.ts";
 import type { A2aTask } from "../a2a/task_model.ts";
 
@@ -32,40 +30,9 @@ const MIGRATIONS: readonly string[] = [
 /** States after which a task never changes (as `task_model.ts` spells them). */
 const FINISHED_STATES = "('completed', 'canceled', 'failed', 'rejected')";
 
-function migrate(db: DatabaseSync, path: string): void {
-  const { user_version: version } = db.prepare("PRAGMA user_version").get() as {
-    user_version: number;
-  };
-  if (version > MIGRATIONS.length) {
-    throw new IopError(
-      "INTERNAL",
-      `Cannot open A2A task store '${path}' as its schema version ${version} is newer than ` +
-        `this Edge's ${MIGRATIONS.length}`,
-    );
-  }
-  if (version === MIGRATIONS.length) return;
-  db.exec("BEGIN");
-  try {
-    for (const step of MIGRATIONS.slice(version)) db.exec(step);
-    db.exec(`PRAGMA user_version = ${MIGRATIONS.length}`);
-    db.exec("COMMIT");
-  } catch (err) {
-    db.exec("ROLLBACK");
-    throw err;
-  }
-}
-
 /** Opens (creating or migrating) the task store at `path`; `":memory:"` works too. */
 export function openA2aTaskStore(path: string): A2aTaskStore {
-  const db = new DatabaseSync(path);
-  try {
-    db.exec("PRAGMA busy_timeout = 2000");
-    migrate(db, path);
-    db.exec("PRAGMA journal_mode = WAL");
-  } catch (err) {
-    db.close();
-    throw err;
-  }
+  const db = openSqlite(path, { what: "A2A task store", migrations: MIGRATIONS });
   // The owner is written once: a later put never moves a task to another tenant.
   const upsert = db.prepare(
     `INSERT INTO tasks (id, agent_id, context_id, state, created_at_ms, updated_at_ms, body, owner)

@@ -1,19 +1,25 @@
 /**
  * The Edge's store of Responses API responses (`store: true`, the default): one SQLite file
- * (WAL) holding each response's answered object and its normalised input items as JSON, next to
- * the columns that ownership, chaining and retention query. Schema version in
- * `PRAGMA user_version`, migrated on open; a file written by a newer Edge is refused.
+ * holding each response's answered object and its normalised input items as JSON, next to the
+ * columns that ownership, chaining and retention query; opened and migrated as
+ * `sqlite_schema.ts` says.
  *
  * Bounds are read per call from the config in force (`responses.*`): a response older than
- * `retentionMs` is gone (purged as new ones arrive, never answered before), at most `maxStored`
- * are kept (the oldest dropped first), and one larger than `maxResponseBytes` is not stored.
+ * `retentionMs` is gone (purged as new ones arrive, never answered before); one larger than
+ * `maxResponseBytes` is not stored. Then, oldest first, a tenant keeps at most
+ * `maxStoredPerTenant` (its own oldest go, so one tenant cannot evict the others'), and the
+ * file at most `maxStored` responses and `maxTotalBytes` of JSON.
  *
- * Schema history: 1 = the `responses` table.
+ * Schema history: 1 = the `responses` table; 2 = the `bytes` column (the size of the row's
+ * JSON, computed for older rows) and the index by owner and age.
  * @module
  */
-import { DatabaseSync } from "node:sqlite";
 import { dirname } from "node:path";
-import { IopError } from "../../../shared/errors.ts";
+import { utf8Length } from "../../../shared/utf8.ts";
+import type { ResponseStore } from "../ports.ts";
+import { openSqlite } from "./sqlite_schema.ts";
+
+export type { ResponseStore, StoredResponse } from "../ports.ts";
 
 /** Schema steps; entry `i` takes the file from version `i` to `i + 1`. Append, never edit. */
 const MIGRATIONS: readonly string[] = [
@@ -28,70 +34,20 @@ const MIGRATIONS: readonly string[] = [
      response TEXT NOT NULL
    );
    CREATE INDEX responses_by_age ON responses (created_at_ms);`,
+  `ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+   UPDATE responses SET bytes = length(CAST(input AS BLOB)) + length(CAST(response AS BLOB));
+   CREATE INDEX responses_by_owner ON responses (owner, created_at_ms);`,
 ];
-
-/** One stored response. */
-export interface StoredResponse {
-  /** The response id (`resp_…`). */
-  id: string;
-  /** The tenant that created it; only it can read, delete or continue it. */
-  owner: string;
-  model: string;
-  /** When it was created, in ms since the epoch (retention counts from here). */
-  createdAtMs: number;
-  /** `completed`, `incomplete`, `failed` or `cancelled`. */
-  status: string;
-  previousResponseId: string | null;
-  /** Its input items as given, normalised (each with an id), in order; instructions are not items. */
-  input: Record<string, unknown>[];
-  /** The `response` object as it was answered (its `output` items, `usage`, ...). */
-  response: Record<string, unknown>;
-}
 
 /** The bounds of the store, read per call so a config reload applies. */
 export interface ResponseLimits {
   maxStored: number;
+  /** Responses one tenant keeps at most; its oldest are dropped first. */
+  maxStoredPerTenant: number;
+  /** The JSON bytes all responses take at most; the oldest are dropped first. */
+  maxTotalBytes: number;
   retentionMs: number;
   maxResponseBytes: number;
-}
-
-/** The stored responses; every read is scoped by owner, so another tenant's id is absent. */
-export interface ResponseStore {
-  /**
-   * Stores `response` (its id must be new) and drops what the bounds no longer keep; returns
-   * false, storing nothing, when it is larger than `maxResponseBytes`.
-   */
-  put(response: StoredResponse): boolean;
-  /** The response `id` of `owner`; undefined when absent, expired or another tenant's. */
-  get(id: string, owner: string): StoredResponse | undefined;
-  /** Deletes the response `id` of `owner`; false when there was none to delete. */
-  delete(id: string, owner: string): boolean;
-  /** How many responses the file holds (expired ones not yet purged included). */
-  count(): number;
-  close(): void;
-}
-
-function migrate(db: DatabaseSync, path: string): void {
-  const { user_version: version } = db.prepare("PRAGMA user_version").get() as {
-    user_version: number;
-  };
-  if (version > MIGRATIONS.length) {
-    throw new IopError(
-      "INTERNAL",
-      `Cannot open response store '${path}' as its schema version ${version} is newer than ` +
-        `this Edge's ${MIGRATIONS.length}`,
-    );
-  }
-  if (version === MIGRATIONS.length) return;
-  db.exec("BEGIN");
-  try {
-    for (const step of MIGRATIONS.slice(version)) db.exec(step);
-    db.exec(`PRAGMA user_version = ${MIGRATIONS.length}`);
-    db.exec("COMMIT");
-  } catch (err) {
-    db.exec("ROLLBACK");
-    throw err;
-  }
 }
 
 interface Row {
@@ -104,8 +60,6 @@ interface Row {
   input: string;
   response: string;
 }
-
-const encoder = new TextEncoder();
 
 /** Options of {@linkcode openResponseStore}. */
 export interface ResponseStoreOptions {
@@ -120,45 +74,68 @@ export function openResponseStore(
   options: ResponseStoreOptions = {},
 ): ResponseStore {
   const now = options.now ?? Date.now;
-  const db = new DatabaseSync(path);
-  try {
-    db.exec("PRAGMA busy_timeout = 2000");
-    migrate(db, path);
-    db.exec("PRAGMA journal_mode = WAL");
-  } catch (err) {
-    db.close();
-    throw err;
-  }
+  const db = openSqlite(path, { what: "response store", migrations: MIGRATIONS });
   const insert = db.prepare(
     `INSERT INTO responses
-       (id, owner, model, status, previous_response_id, created_at_ms, input, response)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+       (id, owner, model, status, previous_response_id, created_at_ms, input, response, bytes)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const select = db.prepare(
-    "SELECT * FROM responses WHERE id = ? AND owner = ? AND created_at_ms >= ?",
+    `SELECT id, owner, model, status, previous_response_id, created_at_ms, input, response
+     FROM responses WHERE id = ? AND owner = ? AND created_at_ms >= ?`,
   );
-  const remove = db.prepare("DELETE FROM responses WHERE id = ? AND owner = ?");
-  const expire = db.prepare("DELETE FROM responses WHERE created_at_ms < ?");
+  const exists = db.prepare(
+    "SELECT 1 FROM responses WHERE id = ? AND owner = ? AND created_at_ms >= ?",
+  );
+  // Every delete returns the sizes it freed, so the totals below stay exact without a scan.
+  const remove = db.prepare("DELETE FROM responses WHERE id = ? AND owner = ? RETURNING bytes");
+  const expire = db.prepare("DELETE FROM responses WHERE created_at_ms < ? RETURNING bytes");
+  const countOwner = db.prepare("SELECT COUNT(*) AS n FROM responses WHERE owner = ?");
+  const dropOwnerOldest = db.prepare(
+    `DELETE FROM responses WHERE rowid IN
+       (SELECT rowid FROM responses WHERE owner = ? ORDER BY created_at_ms, rowid LIMIT ?)
+     RETURNING bytes`,
+  );
   const dropOldest = db.prepare(
     `DELETE FROM responses WHERE rowid IN
-       (SELECT rowid FROM responses ORDER BY created_at_ms, rowid LIMIT ?)`,
+       (SELECT rowid FROM responses ORDER BY created_at_ms, rowid LIMIT ?)
+     RETURNING bytes`,
   );
-  const countAll = db.prepare("SELECT COUNT(*) AS n FROM responses");
-  const counted = () => Number((countAll.get() as { n: number }).n);
-  // Kept in memory so a put does not count the table; the Edge is the file's only writer.
-  let stored = counted();
+  // The newest responses whose sizes add up to at most the budget stay; the older ones go.
+  const dropOverBudget = db.prepare(
+    `DELETE FROM responses WHERE rowid IN
+       (SELECT rowid FROM
+         (SELECT rowid, SUM(bytes) OVER (ORDER BY created_at_ms DESC, rowid DESC) AS kept
+          FROM responses)
+        WHERE kept > ?)
+     RETURNING bytes`,
+  );
+  const totals = db.prepare(
+    "SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS bytes FROM responses",
+  );
+  // Kept in memory so a put does not scan the table; the Edge is the file's only writer.
+  let stored = 0;
+  let storedBytes = 0;
+  const recount = () => {
+    const row = totals.get() as { n: number; bytes: number };
+    stored = Number(row.n);
+    storedBytes = Number(row.bytes);
+  };
+  recount();
+  const freed = (rows: unknown[]) => {
+    stored -= rows.length;
+    for (const row of rows as { bytes: number }[]) storedBytes -= Number(row.bytes);
+  };
   const cutoff = () => now() - limits().retentionMs;
 
   return {
     put(r) {
       const input = JSON.stringify(r.input);
       const response = JSON.stringify(r.response);
+      // Measured without encoding: the bind below is the one place the JSON is encoded.
+      const bytes = utf8Length(input) + utf8Length(response);
       const bounds = limits();
-      if (
-        encoder.encode(input).length + encoder.encode(response).length > bounds.maxResponseBytes
-      ) {
-        return false;
-      }
+      if (bytes > bounds.maxResponseBytes) return false;
       db.exec("BEGIN");
       try {
         insert.run(
@@ -170,16 +147,21 @@ export function openResponseStore(
           r.createdAtMs,
           input,
           response,
+          bytes,
         );
         stored += 1;
-        stored -= Number(expire.run(now() - bounds.retentionMs).changes);
-        if (stored > bounds.maxStored) {
-          stored -= Number(dropOldest.run(stored - bounds.maxStored).changes);
+        storedBytes += bytes;
+        freed(expire.all(now() - bounds.retentionMs));
+        const own = Number((countOwner.get(r.owner) as { n: number }).n);
+        if (own > bounds.maxStoredPerTenant) {
+          freed(dropOwnerOldest.all(r.owner, own - bounds.maxStoredPerTenant));
         }
+        if (stored > bounds.maxStored) freed(dropOldest.all(stored - bounds.maxStored));
+        if (storedBytes > bounds.maxTotalBytes) freed(dropOverBudget.all(bounds.maxTotalBytes));
         db.exec("COMMIT");
       } catch (err) {
         db.exec("ROLLBACK");
-        stored = counted();
+        recount();
         throw err;
       }
       return true;
@@ -200,10 +182,10 @@ export function openResponseStore(
     },
     delete(id, owner) {
       // An expired response is already gone for its owner: deleting it answers "not found".
-      if (!(select.get(id, owner, cutoff()))) return false;
-      const n = Number(remove.run(id, owner).changes);
-      stored -= n;
-      return n > 0;
+      if (!exists.get(id, owner, cutoff())) return false;
+      const rows = remove.all(id, owner);
+      freed(rows);
+      return rows.length > 0;
     },
     count() {
       return stored;

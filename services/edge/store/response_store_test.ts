@@ -14,7 +14,14 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 const clock = { now: () => 10_000 };
 
 function limits(overrides: Partial<ResponseLimits> = {}): ResponseLimits {
-  return { maxStored: 100, retentionMs: 30 * DAY_MS, maxResponseBytes: 1024 * 1024, ...overrides };
+  return {
+    maxStored: 100,
+    maxStoredPerTenant: 100,
+    maxTotalBytes: 1024 * 1024 * 1024,
+    retentionMs: 30 * DAY_MS,
+    maxResponseBytes: 1024 * 1024,
+    ...overrides,
+  };
 }
 
 function response(id: string, owner: string, createdAtMs: number, text = "hi"): StoredResponse {
@@ -102,7 +109,47 @@ Deno.test("a response larger than max_response_bytes is not stored, and the put 
   store.close();
 });
 
-Deno.test("responses survive a reopen of the file, which is at schema version 1", async () => {
+Deno.test("beyond max_stored_per_tenant a tenant's own oldest responses go, not another tenant's", () => {
+  const bounds = limits({ maxStored: 10, maxStoredPerTenant: 2 });
+  const store = openResponseStore(":memory:", () => bounds, clock);
+  store.put(response("resp_b1", "beta", 1000));
+  for (let i = 1; i <= 5; i++) store.put(response(`resp_a${i}`, "alpha", 1000 + i));
+  assert.equal(store.count(), 3);
+  assert.ok(store.get("resp_b1", "beta"), "the other tenant's oldest response is kept");
+  assert.deepEqual(
+    [1, 2, 3, 4, 5].filter((i) => store.get(`resp_a${i}`, "alpha")).map((i) => `resp_a${i}`),
+    ["resp_a4", "resp_a5"],
+  );
+  // The global bound still holds across tenants.
+  bounds.maxStored = 2;
+  store.put(response("resp_c1", "gamma", 2000));
+  assert.equal(store.count(), 2);
+  assert.equal(store.get("resp_b1", "beta"), undefined);
+  store.close();
+});
+
+Deno.test("beyond max_total_bytes the oldest responses go until the rest fit", () => {
+  const sample = response("resp_1", "alpha", 1000, "x".repeat(1000));
+  const one = JSON.stringify(sample.input).length + JSON.stringify(sample.response).length;
+  const bounds = limits({ maxTotalBytes: 1024 * 1024 });
+  const store = openResponseStore(":memory:", () => bounds, clock);
+  for (let i = 1; i <= 4; i++) {
+    store.put(response(`resp_${i}`, "alpha", 1000 + i, "x".repeat(1000)));
+  }
+  assert.equal(store.count(), 4);
+  // Room for about two and a half: the two newest stay.
+  bounds.maxTotalBytes = Math.floor(one * 2.5);
+  store.put(response("resp_5", "beta", 2000, "x".repeat(1000)));
+  assert.deepEqual(
+    [1, 2, 3, 4].filter((i) => store.get(`resp_${i}`, "alpha")).map((i) => `resp_${i}`),
+    ["resp_4"],
+  );
+  assert.ok(store.get("resp_5", "beta"));
+  assert.equal(store.count(), 2);
+  store.close();
+});
+
+Deno.test("responses survive a reopen of the file, which is at schema version 2 in WAL mode", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/nested/responses.db`;
   const first = await openResponseStoreFile(path, () => limits());
@@ -111,8 +158,10 @@ Deno.test("responses survive a reopen of the file, which is at schema version 1"
 
   const db = new DatabaseSync(path);
   const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+  assert.equal(user_version, 2);
+  const { journal_mode } = db.prepare("PRAGMA journal_mode").get() as { journal_mode: string };
+  assert.equal(journal_mode, "wal");
   db.close();
-  assert.equal(user_version, 1);
 
   const again = await openResponseStoreFile(path, () => limits());
   assert.equal(again.count(), 1);
@@ -129,7 +178,7 @@ Deno.test("a response store file from a newer Edge is refused with its version n
   db.close();
   assert.throws(() => openResponseStore(path, () => limits()), (err: unknown) => {
     assert.ok(err instanceof IopError);
-    assert.match(err.message, /response store .* schema version 7 is newer than this Edge's 1/);
+    assert.match(err.message, /response store .* schema version 7 is newer than this Edge's 2/);
     return true;
   });
   await Deno.remove(dir, { recursive: true });
@@ -143,4 +192,45 @@ Deno.test("storing an id twice fails and leaves the first response and the count
   const kept = store.get("resp_a", "alpha")?.input[0] as { content: { text: string }[] };
   assert.equal(kept.content[0]?.text, "first");
   store.close();
+});
+
+Deno.test("a version-1 file migrates to 2 with each row's size computed, and its bounds then hold", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/responses.db`;
+  const old = new DatabaseSync(path);
+  old.exec(`CREATE TABLE responses (
+     id TEXT PRIMARY KEY, owner TEXT NOT NULL, model TEXT NOT NULL, status TEXT NOT NULL,
+     previous_response_id TEXT, created_at_ms INTEGER NOT NULL,
+     input TEXT NOT NULL, response TEXT NOT NULL);
+   CREATE INDEX responses_by_age ON responses (created_at_ms);
+   PRAGMA user_version = 1;`);
+  const insert = old.prepare(
+    "INSERT INTO responses VALUES (?, ?, 'demo', 'completed', NULL, ?, ?, ?)",
+  );
+  for (const [id, at] of [["resp_old", 1000], ["resp_new", 2000]] as const) {
+    const r = response(id, "alpha", at, "€".repeat(100));
+    insert.run(id, "alpha", at, JSON.stringify(r.input), JSON.stringify(r.response));
+  }
+  old.close();
+
+  const one = new TextEncoder().encode(
+    JSON.stringify(response("resp_x", "alpha", 0, "€".repeat(100)).input) +
+      JSON.stringify(response("resp_x", "alpha", 0).response),
+  ).byteLength;
+  const bounds = limits();
+  const store = openResponseStore(path, () => bounds, clock);
+  assert.equal(store.count(), 2);
+  const db = new DatabaseSync(path);
+  const sizes = db.prepare("SELECT id, bytes FROM responses ORDER BY id").all();
+  db.close();
+  assert.deepEqual(sizes.map((r) => r.id), ["resp_new", "resp_old"]);
+  for (const row of sizes) {
+    assert.ok(Math.abs(Number(row.bytes) - one) < 16, `${row.id}: ${row.bytes}`);
+  }
+  bounds.maxTotalBytes = Math.floor(one * 2.5);
+  store.put(response("resp_3", "alpha", 3000, "€".repeat(100)));
+  assert.equal(store.get("resp_old", "alpha"), undefined);
+  assert.ok(store.get("resp_new", "alpha"));
+  store.close();
+  await Deno.remove(dir, { recursive: true });
 });

@@ -6,6 +6,10 @@
  * running run ends). Rates are token buckets that refill continuously, so a tenant may burst up
  * to a minute's worth and then runs at its rate. State is kept per tenant name, so a config
  * reload that changes a limit keeps what the tenant already used.
+ *
+ * The limiter also counts each tenant's runs in flight per public model (the model a lease was
+ * admitted for), so a surface can show a tenant its own activity (Ollama's `/api/ps`) and
+ * nothing of the other tenants': one map update when a run is admitted and one when it ends.
  * @module
  */
 import { OverloadedError } from "../../../shared/errors.ts";
@@ -76,6 +80,8 @@ interface TenantMeters {
 
 interface TenantState {
   inFlight: number;
+  /** Runs in flight per public model name; a model leaves the map at zero. */
+  models: Map<string, number>;
   meters: TenantMeters | undefined;
   requests: Bucket | undefined;
   tokens: Bucket | undefined;
@@ -101,11 +107,16 @@ export class TenantLimiter {
     return this.#state.get(tenant)?.inFlight ?? 0;
   }
 
+  /** The public models `tenant` has runs in flight on now, with how many each. */
+  modelsInFlight(tenant: string): ReadonlyMap<string, number> {
+    return this.#state.get(tenant)?.models ?? new Map();
+  }
+
   /**
-   * Admits one request of `tenant`, or throws {@linkcode TenantLimitError} naming the limit it
-   * is over. A refused request uses up nothing.
+   * Admits one request of `tenant` (for the public `model`, when it names one), or throws
+   * {@linkcode TenantLimitError} naming the limit it is over. A refused request uses up nothing.
    */
-  admit(tenant: TenantRecord): TenantLease {
+  admit(tenant: TenantRecord, model = ""): TenantLease {
     const now = this.#now();
     const state = this.#stateOf(tenant.name);
     const refusal = this.#check(tenant, state, now);
@@ -117,6 +128,7 @@ export class TenantLimiter {
       (state.requests ??= new Bucket(tenant.requestsPerMinute, now)).take(1);
     }
     state.inFlight++;
+    if (model !== "") state.models.set(model, (state.models.get(model) ?? 0) + 1);
     state.meters?.admitted.inc();
     state.meters?.inFlight.set(state.inFlight);
     const startedAt = now;
@@ -131,6 +143,11 @@ export class TenantLimiter {
         finished = true;
         const end = this.#now();
         state.inFlight--;
+        if (model !== "") {
+          const left = (state.models.get(model) ?? 1) - 1;
+          if (left > 0) state.models.set(model, left);
+          else state.models.delete(model);
+        }
         state.runMs = state.runMs * 0.8 + (end - startedAt) * 0.2;
         state.meters?.inFlight.set(state.inFlight);
         if (!usage) return;
@@ -197,6 +214,7 @@ export class TenantLimiter {
       };
       state = {
         inFlight: 0,
+        models: new Map(),
         meters,
         requests: undefined,
         tokens: undefined,

@@ -75,3 +75,25 @@ Deno.test("a refused request uses up nothing, and tenants do not share limits", 
   held.finish();
   limiter.admit(tenant).finish(); // the second of two requests per minute still admitted
 });
+
+Deno.test("modelsInFlight counts a tenant's runs per model, apart from every other tenant's", () => {
+  const limiter = new TenantLimiter();
+  const alpha = { ...tenantWith({}), name: "alpha" };
+  const beta = { ...tenantWith({}), name: "beta" };
+  const first = limiter.admit(alpha, "shared");
+  const second = limiter.admit(alpha, "shared");
+  limiter.admit(alpha, "own");
+  const betas = limiter.admit(beta, "shared");
+  limiter.admit(beta); // names no model: counted in flight, on no model
+  assert.deepEqual([...limiter.modelsInFlight("alpha")], [["shared", 2], ["own", 1]]);
+  assert.deepEqual([...limiter.modelsInFlight("beta")], [["shared", 1]]);
+  assert.equal(limiter.inFlight("beta"), 2);
+  first.finish();
+  second.finish();
+  second.finish(); // once only
+  assert.deepEqual([...limiter.modelsInFlight("alpha")], [["own", 1]]);
+  assert.deepEqual([...limiter.modelsInFlight("beta")], [["shared", 1]]);
+  betas.finish();
+  assert.deepEqual([...limiter.modelsInFlight("beta")], []);
+  assert.deepEqual([...limiter.modelsInFlight("nobody")], []);
+});

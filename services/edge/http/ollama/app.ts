@@ -2,7 +2,8 @@
  * The Ollama-compatible surface, mounted at `/api`: `GET /api/tags`, `/api/ps`, `/api/version`,
  * `POST /api/show`, `/api/chat` and `/api/generate` (NDJSON streaming by default), so tools that
  * speak Ollama can use the whole fleet. Every chat or generate request becomes a run through the
- * service layer; the model routes answer from the config and the status snapshot.
+ * service layer; the model routes answer from the config, the status snapshot and (`/api/ps`)
+ * the caller's own runs in flight.
  * @module
  */
 import { type Context, Hono } from "hono";
@@ -51,6 +52,7 @@ const OLLAMA_FIELDS: FeatureFields = {
   embed: "input",
   tools: "tools",
   truncate: "truncate",
+  sampling: "options",
 };
 
 /** `/api/generate` takes its images at the top level (`images`), not per message. */
@@ -121,10 +123,12 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
     return c.json({ models });
   });
 
-  // The caller's models with runs in flight at this Edge (see running.ts).
+  // The models the caller's own runs are in flight on at this Edge (see running.ts).
   app.get("/ps", meterRoute(metrics, "/api/ps"), async (c) => {
-    const models = modelsFor(service.config, callerOf(c));
-    return c.json({ models: await runningModels(models, service.status(), Date.now()) });
+    const caller = callerOf(c);
+    const inFlight = service.tenants.modelsInFlight(caller.name);
+    const models = modelsFor(service.config, caller);
+    return c.json({ models: await runningModels(models, inFlight, Date.now()) });
   });
 
   // Any model the caller may use, servable now or not; another tenant's model is not found.
@@ -150,7 +154,13 @@ export function createOllamaApp(deps: OllamaAppDeps): Hono {
     checkDeclared(model, req.input, fields);
     checkFeatures(service.config, model, req.input, fields);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
-    const started = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
+    const started = await startRun(
+      service,
+      submissionFor(model, req.input),
+      signal,
+      callerOf(c),
+      model.name,
+    );
     const meter = meterOf(c);
     meter.model?.(model.name);
     const session = sessionHeaders(req.input.sessionId);

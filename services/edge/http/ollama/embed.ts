@@ -7,27 +7,33 @@
  * accepted and not carried, as on the chat routes: the backend's operator decides how long a
  * model stays loaded. `options` are read as the chat routes read them (sampling options travel,
  * runner options are dropped and logged, anything else is refused).
+ *
+ * A request with nothing to embed (`input` absent, `""` or `[]`; `prompt` absent or `""`) is
+ * how Ollama clients load a model: as Ollama, it is answered 200 with no vectors once the model
+ * is known to be the caller's and an embedding model, and no run is made.
  * @module
  */
 import type { Context, Hono } from "hono";
 import type { Logger } from "../../../../shared/log.ts";
-import type { RunInput } from "../../../../shared/run.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
 import type { RunGateway } from "../../ports.ts";
-import { callerOf } from "../auth.ts";
-import { checkDeclared, checkFeatures, type FeatureFields } from "../capabilities.ts";
-import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
+import type { FeatureFields } from "../capabilities.ts";
+import {
+  answerEmbedding,
+  embeddingInputs,
+  type EmbeddingRequest,
+  type EmbeddingRunInput,
+  embeddingRunInput,
+} from "../embedding_run.ts";
+import { type HttpMetrics, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { checkFields, type FieldPolicy } from "../field_policy.ts";
 import { type JsonFields, readJsonBody } from "../json_fields.ts";
-import { resolveModel, submissionFor } from "../model_resolver.ts";
-import { type EmbeddingAnswer, embedRun } from "../run_bridge.ts";
+import type { EmbeddingAnswer } from "../run_bridge.ts";
 import { OLLAMA_COMMON_FIELDS, samplingOf } from "./convert.ts";
 
 /** A parsed `/api/embed` or `/api/embeddings` request. */
-export interface OllamaEmbedRequest {
-  model: string;
-  input: Omit<RunInput, "adapter" | "target"> & { embed: NonNullable<RunInput["embed"]> };
+export interface OllamaEmbedRequest extends EmbeddingRequest {
   /** Runner options the client sent that the Edge drops (see `samplingOf`). */
   droppedOptions: string[];
 }
@@ -45,42 +51,14 @@ function fieldsOf(input: string): FeatureFields {
     embed: input,
     tools: input,
     truncate: "truncate",
+    sampling: "options",
   };
 }
 
-/** `/api/embed`'s `input`: a string or a list of strings, none empty. */
-function inputsOf(body: JsonFields): string[] {
-  const v = body.value.input;
-  if (v === undefined || v === null) body.fail("input", "is required");
-  const list = typeof v === "string" ? [v] : v;
-  if (!Array.isArray(list)) body.fail("input", "must be a string or an array of strings");
-  if (list.length === 0) body.fail("input", "must hold at least one string");
-  for (const [i, item] of list.entries()) {
-    const key = typeof v === "string" ? "input" : `input[${i}]`;
-    if (typeof item !== "string") body.fail(key, "must be a string");
-    if (item === "") body.fail(key, "must not be empty");
-  }
-  return list as string[];
-}
-
-function request(body: JsonFields, embed: NonNullable<RunInput["embed"]>): OllamaEmbedRequest {
+function request(body: JsonFields, embed: EmbeddingRunInput["embed"]): OllamaEmbedRequest {
   const model = body.requiredString("model");
   const { sampling, dropped } = samplingOf(body);
-  return {
-    model,
-    droppedOptions: dropped,
-    input: {
-      messages: [],
-      prompt: "",
-      sampling,
-      tools: [],
-      sessionId: "",
-      metadata: {},
-      timeoutMs: 0,
-      wholeAnswer: true,
-      embed,
-    },
-  };
+  return { model, droppedOptions: dropped, input: embeddingRunInput(embed, sampling) };
 }
 
 /** Every field of an `/api/embed` body, and how it is treated. */
@@ -97,7 +75,7 @@ const EMBEDDINGS_FIELDS: FieldPolicy = { ...OLLAMA_COMMON_FIELDS, prompt: "carri
 /** Validates an `/api/embed` body; errors name the bad field. */
 export function parseOllamaEmbed(body: JsonFields): OllamaEmbedRequest {
   checkFields(body, EMBED_FIELDS, "/api/embed");
-  const inputs = inputsOf(body);
+  const inputs = embeddingInputs(body, { allowEmpty: true });
   const truncate = body.boolean("truncate");
   const dimensions = body.number("dimensions", { min: 1, max: UINT32_MAX, integer: true });
   return request(body, {
@@ -110,23 +88,24 @@ export function parseOllamaEmbed(body: JsonFields): OllamaEmbedRequest {
 /** Validates an `/api/embeddings` body (one `prompt`); errors name the bad field. */
 export function parseOllamaEmbeddings(body: JsonFields): OllamaEmbedRequest {
   checkFields(body, EMBEDDINGS_FIELDS, "/api/embeddings");
-  const prompt = body.value.prompt;
-  if (prompt === undefined || prompt === null) body.fail("prompt", "is required");
-  if (typeof prompt !== "string") body.fail("prompt", "must be a string");
-  if (prompt === "") body.fail("prompt", "must not be empty");
-  return request(body, { inputs: [prompt] });
+  const prompt = body.string("prompt") ?? "";
+  return request(body, { inputs: prompt === "" ? [] : [prompt] });
 }
 
-/** The `/api/embed` answer; durations in nanoseconds since `startedNs`, as Ollama reports. */
+/**
+ * The `/api/embed` answer; `total_duration` in nanoseconds from `startedNs` to `nowNs` (both
+ * on the `performance.now()` clock, in ns), as Ollama reports it.
+ */
 export function ollamaEmbedAnswer(
   model: string,
   answer: EmbeddingAnswer,
   startedNs: number,
+  nowNs = performance.now() * 1e6,
 ): Record<string, unknown> {
   return {
     model,
     embeddings: answer.vectors,
-    total_duration: Math.max(0, Math.round(performance.now() * 1e6 - startedNs)),
+    total_duration: Math.max(0, Math.round(nowNs - startedNs)),
     load_duration: 0,
     prompt_eval_count: answer.inputTokens,
   };
@@ -153,18 +132,8 @@ export function mountOllamaEmbed(app: Hono, deps: OllamaEmbedDeps): void {
         options: req.droppedOptions.join(","),
       });
     }
-    const caller = callerOf(c);
-    const model = resolveModel(service.config, req.model, caller);
-    const fields = fieldsOf(INPUT_FIELD[kind]);
-    checkDeclared(model, req.input, fields);
-    checkFeatures(service.config, model, req.input, fields);
-    const meter = meterOf(c);
-    meter.model?.(model.name);
-    const submission = { ...submissionFor(model, req.input), embed: req.input.embed };
-    const answer = await embedRun(service, submission, c.req.raw.signal, caller);
-    // Vectors are not output tokens: an embedding run counts input only (no tokens per second).
-    meter.usage(answer.inputTokens, 0);
-    if (kind === "embeddings") return c.json({ embedding: answer.vectors[0] });
+    const answer = await answerEmbedding(c, service, req, fieldsOf(INPUT_FIELD[kind]));
+    if (kind === "embeddings") return c.json({ embedding: answer.vectors[0] ?? [] });
     return c.json(ollamaEmbedAnswer(req.model, answer, startedNs));
   };
   const json = requireJsonBody();

@@ -5,6 +5,7 @@
  * from the model's declared `models[].capabilities` and what the adapter kinds serving it can do.
  * @module
  */
+import { kindFeatures } from "../../../../shared/adapter_kinds/catalog.ts";
 import type { EdgeConfig } from "../../config.ts";
 import { kindsOf, modelFeatures } from "../capabilities.ts";
 import type { ResolvedModel } from "../model_resolver.ts";
@@ -21,12 +22,6 @@ export interface OllamaModelDetails {
 
 /** An Ollama capability name, as `/api/show` lists them. */
 export type OllamaCapability = "completion" | "tools" | "vision" | "embedding";
-
-/**
- * Adapter kinds whose backends receive a request's `tools` and can answer with tool calls (the
- * Node adapters reporting `tools: true`); a CLI profile and the mock adapter call no tools.
- */
-const TOOL_CALLING_KINDS: ReadonlySet<string> = new Set(["ollama", "vllm", "openai_compat"]);
 
 /** The `details` of every model: unknown fields empty (`families` null, as Ollama sends none). */
 export function modelDetails(): OllamaModelDetails {
@@ -57,7 +52,10 @@ export function ollamaCapabilities(config: EdgeConfig, model: ResolvedModel): Ol
   const out: OllamaCapability[] = [];
   if (does.includes("chat")) {
     out.push("completion");
-    if (kinds.length > 0 && kinds.every((k) => TOOL_CALLING_KINDS.has(k))) out.push("tools");
+    // Only when every kind serving it passes `tools` on (a CLI profile, the mock call none).
+    if (kinds.length > 0 && kinds.every((k) => kindFeatures(k)?.tools === true)) {
+      out.push("tools");
+    }
   }
   if (does.includes("vision")) out.push("vision");
   if (does.includes("embeddings")) out.push("embedding");

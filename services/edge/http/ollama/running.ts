@@ -1,18 +1,13 @@
 /**
- * Ollama's `GET /api/ps` on the Edge: the public models with runs in flight now, read from the
- * status snapshot's per-resource counters. The Edge loads and unloads nothing, so an entry
- * lasts while its model runs; `expires_at` is now plus Ollama's default keep-alive (5 minutes),
- * and `size`/`size_vram` are 0 as the Edge does not know what a backend holds in memory.
- *
- * A pool model runs while a provider of its model group has runs in flight. A direct model runs
- * while its resource does: the CLI profile or provider of its adapter and target, or the
- * adapter's own row, which counts the adapter's runs on every target (so every direct model on
- * one such adapter shows while any of them runs). A direct run on an adapter that also has
- * providers, to a target none of them serves, is in no row of the snapshot and does not show.
+ * Ollama's `GET /api/ps` on the Edge: the models the caller has runs in flight on now, counted
+ * per tenant and model by the tenant limiter as each run is admitted and ends. Another tenant's
+ * runs never show, not even on a model both may use: which models a tenant works with is its
+ * own business. The Edge loads and unloads nothing, so an entry lasts while the caller's runs
+ * on its model do; `expires_at` is now plus Ollama's default keep-alive (5 minutes), and
+ * `size`/`size_vram` are 0 as the Edge does not know what a backend holds in memory.
  * @module
  */
 import type { ModelRecord } from "../../config.ts";
-import type { ResourceStatus, StatusSnapshot } from "../../ports.ts";
 import { digestOf, modelDetails, type OllamaModelDetails } from "./model_info.ts";
 
 /** Ollama's default `keep_alive`: how long it keeps an idle model loaded. */
@@ -29,30 +24,18 @@ export interface RunningModel {
   size_vram: number;
 }
 
-/** The names of `models` (in their order) with runs in flight according to `status`. */
-export function modelsInFlight(
-  models: readonly ModelRecord[],
-  status: StatusSnapshot,
-): string[] {
-  const busy = status.nodes.flatMap((n) => n.resources).filter((r) => r.inFlight > 0);
-  return models.filter((m) => busy.some((r) => runs(r, m))).map((m) => m.name);
-}
-
-function runs(r: ResourceStatus, model: ModelRecord): boolean {
-  if (model.route === "pool") return r.kind === "provider" && r.modelGroup === model.name;
-  if (r.adapter !== model.adapter) return false;
-  return r.kind === "adapter" || r.target === model.target;
-}
-
-/** The `/api/ps` entries of the models of `models` running now (`nowMs`). */
+/**
+ * The `/api/ps` entries of `models` (the caller's, in their order) that `inFlight` (the
+ * caller's runs in flight per model name) counts now (`nowMs`).
+ */
 export function runningModels(
   models: readonly ModelRecord[],
-  status: StatusSnapshot,
+  inFlight: ReadonlyMap<string, number>,
   nowMs: number,
 ): Promise<RunningModel[]> {
   const expiresAt = new Date(nowMs + KEEP_ALIVE_MS).toISOString();
   return Promise.all(
-    modelsInFlight(models, status).map(async (name) => ({
+    models.filter((m) => (inFlight.get(m.name) ?? 0) > 0).map(async ({ name }) => ({
       name,
       model: name,
       size: 0,

@@ -25,7 +25,12 @@ import {
   openaiNotFound,
   openaiUnauthorized,
 } from "./errors.ts";
-import { parseResponsesRequest, responseEvents, responseObject } from "./responses.ts";
+import {
+  parseResponsesRequest,
+  responseEvents,
+  responseObject,
+  responsesFeatureFields,
+} from "./responses.ts";
 import {
   continueConversation,
   deleteResponse,
@@ -33,10 +38,9 @@ import {
   responseKeeper,
   retrieveResponse,
 } from "./stored_responses.ts";
-import type { ResponseStore } from "../../store/response_store.ts";
 import type { Logger } from "../../../../shared/log.ts";
 import { mountEmbeddings } from "./embeddings.ts";
-import type { RunGateway } from "../../ports.ts";
+import type { ResponseStore, RunGateway } from "../../ports.ts";
 import { servableModels } from "../../servable.ts";
 import { sessionFor, sessionHeaders } from "../session_header.ts";
 
@@ -59,18 +63,7 @@ const CHAT_FIELDS: FeatureFields = {
   embed: "input",
   tools: "tools",
   truncate: "truncate",
-};
-
-/** How the Responses API names them (tool results are `function_call_output` input items). */
-const RESPONSES_FIELDS: FeatureFields = {
-  output_format: "text.format",
-  tool_choice: "tool_choice",
-  parallel_tool_calls: "parallel_tool_calls",
-  tool_result: () => "input",
-  image: () => "input",
-  embed: "input",
-  tools: "tools",
-  truncate: "truncate",
+  sampling: "input",
 };
 
 const SSE_HEADERS = {
@@ -130,7 +123,10 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     });
   });
 
-  const parseOptions = () => ({ allowMockMetadata: service.config.http.allowMockMetadata });
+  const parseOptions = () => ({
+    allowMockMetadata: service.config.http.allowMockMetadata,
+    allowImageLinks: service.config.http.allowImageLinks,
+  });
   const json = requireJsonBody();
   app.post("/chat/completions", meterRoute(metrics, "/v1/chat/completions"), json, async (c) => {
     const signal = c.req.raw.signal;
@@ -139,7 +135,13 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
     checkDeclared(model, req.input, CHAT_FIELDS);
     checkFeatures(service.config, model, req.input, CHAT_FIELDS);
     req.input.sessionId = sessionFor(c.req.raw, model, service);
-    const run = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
+    const run = await startRun(
+      service,
+      submissionFor(model, req.input),
+      signal,
+      callerOf(c),
+      model.name,
+    );
     const meter = meterOf(c);
     meter.model?.(model.name);
     const session = sessionHeaders(req.input.sessionId);
@@ -159,14 +161,24 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
 
   app.post("/responses", meterRoute(metrics, "/v1/responses"), json, async (c) => {
     const signal = c.req.raw.signal;
-    const req = parseResponsesRequest(await readJsonBody(c.req.raw), parseOptions());
+    const parse = parseOptions();
+    const req = parseResponsesRequest(await readJsonBody(c.req.raw), parse);
     const model = resolveModel(service.config, req.model, callerOf(c));
-    checkDeclared(model, req.input, RESPONSES_FIELDS);
-    const refused = continueConversation(c, req, model, deps.responses);
+    checkDeclared(model, req.input, responsesFeatureFields(req));
+    const refused = continueConversation(c, req, model, deps.responses, {
+      maxHistoryBytes: service.config.wire.maxFrameBytes,
+      parse,
+    });
     if (refused) return refused;
-    checkFeatures(service.config, model, req.input, RESPONSES_FIELDS);
+    checkFeatures(service.config, model, req.input, responsesFeatureFields(req));
     req.input.sessionId = sessionFor(c.req.raw, model, service);
-    const run = await startRun(service, submissionFor(model, req.input), signal, callerOf(c));
+    const run = await startRun(
+      service,
+      submissionFor(model, req.input),
+      signal,
+      callerOf(c),
+      model.name,
+    );
     const meter = meterOf(c);
     meter.model?.(model.name);
     const session = sessionHeaders(req.input.sessionId);

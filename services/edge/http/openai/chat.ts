@@ -61,9 +61,11 @@ export function contentText(m: JsonFields, key = "content"): string {
 const DETAILS = ["auto", "low", "high"];
 
 /** One `image_url` content part: a checked URL and OpenAI's optional `detail`. */
-function imagePart(part: JsonFields): ContentPart {
+function imagePart(part: JsonFields, options: ParseOptions): ContentPart {
   const image = part.object("image_url") ?? part.fail("image_url", "is required");
-  const checked = checkImageUrl(image.requiredString("url"));
+  const checked = checkImageUrl(image.requiredString("url"), {
+    allowLinks: options.allowImageLinks ?? false,
+  });
   if ("problem" in checked) return image.fail("url", checked.problem);
   const detail = image.string("detail");
   if (detail === undefined) return { type: "image", url: checked.url };
@@ -78,7 +80,11 @@ function imagePart(part: JsonFields): ContentPart {
  * image — every part in order (one run part per content part, so a part's index names the
  * client's `content[j]`), with the text parts joined by newlines as the text-only content.
  */
-function messageContent(m: JsonFields, role: string): Pick<ChatMessage, "content" | "parts"> {
+function messageContent(
+  m: JsonFields,
+  role: string,
+  options: ParseOptions,
+): Pick<ChatMessage, "content" | "parts"> {
   const v = m.value.content;
   if (!Array.isArray(v) || !v.some((p) => (p as { type?: unknown } | null)?.type === "image_url")) {
     return { content: contentText(m) };
@@ -90,7 +96,7 @@ function messageContent(m: JsonFields, role: string): Pick<ChatMessage, "content
   }
   const parts = items.map((part): ContentPart => {
     const type = part.requiredString("type");
-    if (type === "image_url") return imagePart(part);
+    if (type === "image_url") return imagePart(part, options);
     if (!TEXT_PARTS.includes(type)) {
       part.fail("type", `'${type}' is not supported; only text and image_url parts are`);
     }
@@ -99,12 +105,15 @@ function messageContent(m: JsonFields, role: string): Pick<ChatMessage, "content
   return { content: partsText(parts), parts };
 }
 
-function parseMessage(m: JsonFields): ChatMessage {
+function parseMessage(m: JsonFields, options: ParseOptions): ChatMessage {
   const role = m.requiredString("role");
   if (!(ROLES as readonly string[]).includes(role)) {
     m.fail("role", `must be one of ${ROLES.join(", ")}: got '${role}'`);
   }
-  const msg: ChatMessage = { role: role as ChatMessage["role"], ...messageContent(m, role) };
+  const msg: ChatMessage = {
+    role: role as ChatMessage["role"],
+    ...messageContent(m, role, options),
+  };
   const name = m.string("name");
   if (name !== undefined) msg.name = name;
   if (role === "tool") msg.toolCallId = m.requiredString("tool_call_id");
@@ -244,6 +253,8 @@ export function choicesOf(
 export interface ParseOptions {
   /** Accept `mock.*` metadata keys (`http.allow_mock_metadata`); default false. */
   allowMockMetadata?: boolean;
+  /** Accept http(s) image links (`http.allow_image_links`); default false: `data:` URLs only. */
+  allowImageLinks?: boolean;
 }
 
 /**
@@ -316,7 +327,7 @@ export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): 
   const messagesRaw = body.array("messages");
   if (!messagesRaw) body.fail("messages", "is required");
   if (messagesRaw.length === 0) body.fail("messages", "must contain at least one message");
-  const messages = body.objects("messages").map(parseMessage);
+  const messages = body.objects("messages").map((m) => parseMessage(m, options));
   const n = body.number("n", { min: 1, max: UINT32_MAX, integer: true });
   if (n !== undefined && n !== 1) body.fail("n", "must be 1: only one choice is supported");
   const stream = body.boolean("stream") ?? false;

@@ -227,18 +227,21 @@ const PNG_URL = `data:image/png;base64,${
 }`;
 
 Deno.test("parseChatRequest carries a user message's image_url parts in order, with its text joined by newlines", () => {
-  const req = parse({
-    model: "m",
-    messages: [{
-      role: "user",
-      content: [
-        { type: "text", text: "What is in" },
-        { type: "image_url", image_url: { url: PNG_URL } },
-        { type: "text", text: "and in" },
-        { type: "image_url", image_url: { url: "https://img.example/b.jpg", detail: "low" } },
-      ],
-    }],
-  });
+  const req = parseChatRequest(
+    new JsonFields({
+      model: "m",
+      messages: [{
+        role: "user",
+        content: [
+          { type: "text", text: "What is in" },
+          { type: "image_url", image_url: { url: PNG_URL } },
+          { type: "text", text: "and in" },
+          { type: "image_url", image_url: { url: "https://img.example/b.jpg", detail: "low" } },
+        ],
+      }],
+    }),
+    { allowImageLinks: true },
+  );
   assert.deepEqual(req.input.messages, [{
     role: "user",
     content: "What is in\nand in",
@@ -249,6 +252,24 @@ Deno.test("parseChatRequest carries a user message's image_url parts in order, w
       { type: "image", url: "https://img.example/b.jpg", detail: "low" },
     ],
   }]);
+});
+
+Deno.test("parseChatRequest refuses an image link unless http.allow_image_links is on, naming it", () => {
+  const body = {
+    model: "m",
+    messages: [{
+      role: "user",
+      content: [{ type: "image_url", image_url: { url: "http://169.254.169.254/latest" } }],
+    }],
+  };
+  assert.throws(() => parse(body), (err: unknown) => {
+    assert.ok(err instanceof FieldError);
+    assert.equal(err.param, "messages[0].content[0].image_url.url");
+    assert.match(err.message, /image links are off on this Edge.*http\.allow_image_links/);
+    return true;
+  });
+  const allowed = parseChatRequest(new JsonFields(body), { allowImageLinks: true });
+  assert.equal(allowed.input.messages[0]?.parts?.[0]?.type, "image");
 });
 
 Deno.test("parseChatRequest refuses a bad image part naming it", () => {
@@ -264,14 +285,14 @@ Deno.test("parseChatRequest refuses a bad image part naming it", () => {
       /data:/,
     ],
     [image({}), "messages[0].content[1].image_url.url", /is required/],
-    [image("https://h/x.png"), "messages[0].content[1].image_url", /must be an object/],
+    [image(PNG_URL), "messages[0].content[1].image_url", /must be an object/],
     [
-      image({ url: "https://h/x.png", detail: "max" }),
+      image({ url: PNG_URL, detail: "max" }),
       "messages[0].content[1].image_url.detail",
       /auto, low, high/,
     ],
     [
-      image({ url: "https://h/x.png" }, "system"),
+      image({ url: PNG_URL }, "system"),
       "messages[0].content[1].type",
       /only allowed in user messages/,
     ],

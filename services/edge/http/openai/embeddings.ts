@@ -8,17 +8,20 @@
  * @module
  */
 import type { Hono } from "hono";
-import type { RunInput } from "../../../../shared/run.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
 import type { RunGateway } from "../../ports.ts";
-import { callerOf } from "../auth.ts";
-import { checkDeclared, checkFeatures, type FeatureFields } from "../capabilities.ts";
-import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
+import type { FeatureFields } from "../capabilities.ts";
+import {
+  answerEmbedding,
+  embeddingInputs,
+  type EmbeddingRequest,
+  embeddingRunInput,
+} from "../embedding_run.ts";
+import { type HttpMetrics, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { checkFields, type FieldPolicy } from "../field_policy.ts";
 import { type JsonFields, readJsonBody } from "../json_fields.ts";
-import { resolveModel, submissionFor } from "../model_resolver.ts";
-import { type EmbeddingAnswer, embedRun } from "../run_bridge.ts";
+import type { EmbeddingAnswer } from "../run_bridge.ts";
 import { ACCOUNTING_FIELDS } from "./chat.ts";
 import { openaiMethodNotAllowed } from "./errors.ts";
 
@@ -26,14 +29,9 @@ import { openaiMethodNotAllowed } from "./errors.ts";
 export type EmbeddingEncoding = "float" | "base64";
 
 /** A parsed embeddings request. */
-export interface EmbeddingsRequest {
-  model: string;
+export interface EmbeddingsRequest extends EmbeddingRequest {
   encoding: EmbeddingEncoding;
-  input: Omit<RunInput, "adapter" | "target"> & { embed: NonNullable<RunInput["embed"]> };
 }
-
-/** OpenAI's limit on the inputs of one request. */
-export const MAX_EMBEDDING_INPUTS = 2048;
 
 /** How an embeddings request names the fields the capability check refuses. */
 const EMBEDDING_FIELDS: FeatureFields = {
@@ -45,33 +43,8 @@ const EMBEDDING_FIELDS: FeatureFields = {
   embed: "input",
   tools: "input",
   truncate: "input",
+  sampling: "input",
 };
-
-/**
- * OpenAI's `input`: a string or a list of strings, none empty. Token arrays (a list of
- * integers, or of such lists) are refused: the run carries text, never a model's token ids.
- */
-function inputsOf(body: JsonFields): string[] {
-  const v = body.value.input;
-  if (v === undefined || v === null) body.fail("input", "is required");
-  if (typeof v === "string") {
-    if (v === "") body.fail("input", "must not be empty");
-    return [v];
-  }
-  if (!Array.isArray(v)) body.fail("input", "must be a string or an array of strings");
-  if (v.length === 0) body.fail("input", "must hold at least one string");
-  if (v.some((item) => typeof item === "number" || Array.isArray(item))) {
-    body.fail("input", "holds token ids, which this Edge cannot carry: send the text instead");
-  }
-  if (v.length > MAX_EMBEDDING_INPUTS) {
-    body.fail("input", `must hold at most ${MAX_EMBEDDING_INPUTS} strings: got ${v.length}`);
-  }
-  for (const [i, item] of v.entries()) {
-    if (typeof item !== "string") body.fail(`input[${i}]`, "must be a string");
-    if (item === "") body.fail(`input[${i}]`, "must not be empty");
-  }
-  return v as string[];
-}
 
 /** Every field of an embeddings request, and how it is treated. */
 const EMBEDDINGS_FIELDS: FieldPolicy = {
@@ -86,7 +59,7 @@ const EMBEDDINGS_FIELDS: FieldPolicy = {
 export function parseEmbeddingsRequest(body: JsonFields): EmbeddingsRequest {
   checkFields(body, EMBEDDINGS_FIELDS, "/v1/embeddings");
   const model = body.requiredString("model");
-  const inputs = inputsOf(body);
+  const inputs = embeddingInputs(body, { allowEmpty: false });
   const format = body.string("encoding_format") ?? "float";
   if (format !== "float" && format !== "base64") {
     body.fail("encoding_format", `must be float or base64: got '${format}'`);
@@ -95,17 +68,7 @@ export function parseEmbeddingsRequest(body: JsonFields): EmbeddingsRequest {
   return {
     model,
     encoding: format,
-    input: {
-      messages: [],
-      prompt: "",
-      sampling: {},
-      tools: [],
-      sessionId: "",
-      metadata: {},
-      timeoutMs: 0,
-      wholeAnswer: true,
-      embed: { inputs, ...(dimensions !== undefined ? { dimensions } : {}) },
-    },
+    input: embeddingRunInput({ inputs, ...(dimensions !== undefined ? { dimensions } : {}) }),
   };
 }
 
@@ -148,16 +111,7 @@ export function mountEmbeddings(
   const { service, metrics } = deps;
   app.post("/embeddings", meterRoute(metrics, "/v1/embeddings"), requireJsonBody(), async (c) => {
     const req = parseEmbeddingsRequest(await readJsonBody(c.req.raw));
-    const caller = callerOf(c);
-    const model = resolveModel(service.config, req.model, caller);
-    checkDeclared(model, req.input, EMBEDDING_FIELDS);
-    checkFeatures(service.config, model, req.input, EMBEDDING_FIELDS);
-    const meter = meterOf(c);
-    meter.model?.(model.name);
-    const submission = { ...submissionFor(model, req.input), embed: req.input.embed };
-    const answer = await embedRun(service, submission, c.req.raw.signal, caller);
-    // Vectors are not output tokens: an embedding run counts input only (no tokens per second).
-    meter.usage(answer.inputTokens, 0);
+    const answer = await answerEmbedding(c, service, req, EMBEDDING_FIELDS);
     return c.json(embeddingList(req.model, req.encoding, answer));
   });
   app.all("/embeddings", openaiMethodNotAllowed("POST"));

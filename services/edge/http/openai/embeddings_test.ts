@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
 import { FieldError, JsonFields } from "../json_fields.ts";
-import {
-  embeddingList,
-  float32Base64,
-  MAX_EMBEDDING_INPUTS,
-  parseEmbeddingsRequest,
-} from "./embeddings.ts";
+import { MAX_EMBEDDING_INPUTS } from "../embedding_run.ts";
+import { embeddingList, float32Base64, parseEmbeddingsRequest } from "./embeddings.ts";
 
 const parse = (body: Record<string, unknown>) => parseEmbeddingsRequest(new JsonFields(body));
 

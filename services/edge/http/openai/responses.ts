@@ -19,6 +19,7 @@ import {
   type ToolCall,
   type Usage,
 } from "../../../../shared/run.ts";
+import type { FeatureFields } from "../capabilities.ts";
 import type { RequestMeter } from "../http_metrics.ts";
 import { checkImageUrl } from "../image_input.ts";
 import { checkFields, type FieldPolicy, never, onlyAt } from "../field_policy.ts";
@@ -55,6 +56,30 @@ export interface ResponsesRequest {
   inputItems: Record<string, unknown>[];
   /** How many leading run messages are the instructions (0 or 1); history goes after them. */
   instructionMessages: number;
+  /** How many run messages after the instructions come from `previous_response_id`'s chain. */
+  historyMessages: number;
+}
+
+/**
+ * How the capability check names the fields of `req` it refuses: a tool result or an image of
+ * the stored conversation is `previous_response_id`'s, one of this request `input`'s (tool
+ * results are `function_call_output` input items).
+ */
+export function responsesFeatureFields(req: ResponsesRequest): FeatureFields {
+  const first = req.instructionMessages;
+  const fromHistory = (index: number) =>
+    index >= first && index < first + req.historyMessages ? "previous_response_id" : "input";
+  return {
+    output_format: "text.format",
+    tool_choice: "tool_choice",
+    parallel_tool_calls: "parallel_tool_calls",
+    tool_result: fromHistory,
+    image: fromHistory,
+    embed: "input",
+    tools: "tools",
+    truncate: "truncate",
+    sampling: "input",
+  };
 }
 
 const INPUT_ROLES = ["system", "developer", "user", "assistant"] as const;
@@ -71,6 +96,7 @@ const IMAGE_DETAILS = ["auto", "low", "high"] as const;
 function parseContentPart(
   part: JsonFields,
   role: string,
+  options: ParseOptions,
 ): { run: ContentPart; item: Record<string, unknown> } {
   const type = part.requiredString("type");
   if (type === "input_text" || type === "output_text" || type === "text") {
@@ -82,7 +108,9 @@ function parseContentPart(
   }
   if (type === "input_image") {
     if (part.has("file_id")) part.fail("file_id", "is not supported; give the image as image_url");
-    const checked = checkImageUrl(part.requiredString("image_url"));
+    const checked = checkImageUrl(part.requiredString("image_url"), {
+      allowLinks: options.allowImageLinks ?? false,
+    });
     if ("problem" in checked) part.fail("image_url", checked.problem);
     const url = checked.url;
     const detail = part.string("detail");
@@ -101,17 +129,21 @@ function parseContentPart(
 }
 
 /** A `message` item: its content as text, or as parts when it holds an image. */
-function parseMessageItem(item: JsonFields, id: string): InputItem {
+function parseMessageItem(item: JsonFields, id: string, options: ParseOptions): InputItem {
   const role = item.requiredString("role");
   if (!(INPUT_ROLES as readonly string[]).includes(role)) {
     item.fail("role", `must be one of ${INPUT_ROLES.join(", ")}: got '${role}'`);
   }
   const v = item.value.content;
-  const parsed = v === undefined || v === null
-    ? []
-    : typeof v === "string"
-    ? [parseContentPart(new JsonFields({ type: "text", text: v }, item.at("content")), role)]
-    : item.objects("content").map((part) => parseContentPart(part, role));
+  const parsed = v === undefined || v === null ? [] : typeof v === "string"
+    ? [
+      parseContentPart(
+        new JsonFields({ type: "text", text: v }, item.at("content")),
+        role,
+        options,
+      ),
+    ]
+    : item.objects("content").map((part) => parseContentPart(part, role, options));
   const runParts = parsed.map((p) => p.run);
   const message: ChatMessage = { role: role as ChatMessage["role"], content: "" };
   if (runParts.some((p) => p.type === "image")) {
@@ -127,7 +159,7 @@ function parseMessageItem(item: JsonFields, id: string): InputItem {
 }
 
 /** One input item (a message, a function call or a function call's output). */
-export function parseInputItem(item: JsonFields): InputItem {
+export function parseInputItem(item: JsonFields, options: ParseOptions = {}): InputItem {
   const type = item.string("type") ?? "message";
   const id = item.string("id") || undefined;
   if (type === "function_call_output") {
@@ -164,7 +196,7 @@ export function parseInputItem(item: JsonFields): InputItem {
     };
   }
   if (type !== "message") item.fail("type", `'${type}' is not supported`);
-  return parseMessageItem(item, id ?? hexId("msg"));
+  return parseMessageItem(item, id ?? hexId("msg"), options);
 }
 
 /**
@@ -186,15 +218,15 @@ export function itemMessages(items: readonly InputItem[]): ChatMessage[] {
   return messages;
 }
 
-function parseInput(body: JsonFields): InputItem[] {
+function parseInput(body: JsonFields, options: ParseOptions): InputItem[] {
   const v = body.value.input;
   if (v === undefined || v === null) body.fail("input", "is required");
   if (typeof v === "string") {
-    return [parseInputItem(new JsonFields({ role: "user", content: v }, "input"))];
+    return [parseInputItem(new JsonFields({ role: "user", content: v }, "input"), options)];
   }
   const items = body.objects("input");
   if (items.length === 0) body.fail("input", "must not be empty");
-  return items.map(parseInputItem);
+  return items.map((item) => parseInputItem(item, options));
 }
 
 /** Every field of a Responses request, and how it is treated. */
@@ -242,7 +274,7 @@ export function parseResponsesRequest(
   if (text) checkFields(text, TEXT_FIELDS, "/v1/responses");
   const model = body.requiredString("model");
   const instructions = body.string("instructions") ?? null;
-  const items = parseInput(body);
+  const items = parseInput(body, options);
   const messages = itemMessages(items);
   if (instructions) messages.unshift({ role: "system", content: instructions });
   const store = body.boolean("store") ?? true;
@@ -294,6 +326,7 @@ export function parseResponsesRequest(
     previousResponseId,
     inputItems: items.map((i) => i.item),
     instructionMessages: instructions ? 1 : 0,
+    historyMessages: 0,
   };
 }
 

@@ -7,16 +7,22 @@
  *
  * Every lookup is scoped by the caller's tenant: another tenant's response, one never stored,
  * an expired or a deleted one are all the same 404, so an id tells a tenant nothing.
+ *
+ * A conversation goes to its Node as one run, in one frame of the node wire, so its history is
+ * bounded by `wire.max_frame_bytes`: a longer one is refused 400 naming `previous_response_id`
+ * as soon as the chain walked so far is over it (not after reading all of it).
  * @module
  */
 import type { Context } from "hono";
 import type { Logger } from "../../../../shared/log.ts";
 import type { ChatMessage } from "../../../../shared/run.ts";
-import type { ResponseStore, StoredResponse } from "../../store/response_store.ts";
+import { utf8Length } from "../../../../shared/utf8.ts";
+import type { ResponseStore, StoredResponse } from "../../ports.ts";
 import { callerOf } from "../auth.ts";
 import { checkDeclared } from "../capabilities.ts";
 import { FieldError, JsonFields } from "../json_fields.ts";
 import type { ResolvedModel } from "../model_resolver.ts";
+import type { ParseOptions } from "./chat.ts";
 import {
   itemMessages,
   type KeepResponse,
@@ -41,15 +47,40 @@ function notFound(c: Context, id: string): Response {
   return responseNotFound(c, `Response with id '${id}' not found.`, null, null);
 }
 
-/** The stored chain ending at `id`, oldest first; or the id of the first link missing. */
-function chainOf(
+/** How a conversation is continued: its bounds and how its stored items are read again. */
+export interface ConversationOptions {
+  /** The most bytes of history a conversation may carry (the node wire's frame limit). */
+  maxHistoryBytes: number;
+  /** How the stored input items are parsed again (image links allowed or not, as now). */
+  parse: ParseOptions;
+}
+
+/** About what `messages` weigh in a run request: their texts, image URLs and tool calls. */
+function historyBytes(messages: readonly ChatMessage[]): number {
+  let n = 0;
+  for (const m of messages) {
+    n += utf8Length(m.content) + utf8Length(m.toolCallId ?? "");
+    for (const p of m.parts ?? []) n += utf8Length(p.type === "text" ? p.text : p.url);
+    for (const c of m.toolCalls ?? []) n += utf8Length(c.id + c.name + c.arguments);
+  }
+  return n;
+}
+
+/**
+ * The run messages of the stored chain ending at `id`, oldest first; or the id of the first
+ * link missing. Throws (400, `previous_response_id`) once the chain is longer than
+ * {@linkcode MAX_CONVERSATION} responses or its messages more than `maxHistoryBytes`.
+ */
+function historyOf(
   store: ResponseStore | undefined,
   id: string,
   owner: string,
-): StoredResponse[] | { missing: string } {
-  const chain: StoredResponse[] = [];
+  options: ConversationOptions,
+): ChatMessage[][] | { missing: string } {
+  const turns: ChatMessage[][] = [];
+  let bytes = 0;
   for (let next: string | null = id; next !== null;) {
-    if (chain.length === MAX_CONVERSATION) {
+    if (turns.length === MAX_CONVERSATION) {
       throw new FieldError(
         "previous_response_id",
         `'previous_response_id' continues a conversation of more than ${MAX_CONVERSATION} ` +
@@ -58,18 +89,28 @@ function chainOf(
     }
     const stored: StoredResponse | undefined = store?.get(next, owner);
     if (!stored) return { missing: next };
-    chain.push(stored);
+    const messages = messagesOf(stored, options.parse);
+    bytes += historyBytes(messages);
+    if (bytes > options.maxHistoryBytes) {
+      throw new FieldError(
+        "previous_response_id",
+        `'previous_response_id' continues a conversation whose history is over ` +
+          `${options.maxHistoryBytes} bytes, more than one run can carry to a node ` +
+          "(wire.max_frame_bytes); start a new one with the history you need as input",
+      );
+    }
+    turns.push(messages);
     next = stored.previousResponseId;
   }
-  return chain.reverse();
+  return turns.reverse();
 }
 
 /** The run messages of a stored response: its input items, then its output items. */
-function messagesOf(stored: StoredResponse): ChatMessage[] {
+function messagesOf(stored: StoredResponse, parse: ParseOptions): ChatMessage[] {
   const output = Array.isArray(stored.response.output) ? stored.response.output : [];
   return itemMessages(
     [...stored.input, ...output].map((item) =>
-      parseInputItem(new JsonFields(item, "previous_response_id"))
+      parseInputItem(new JsonFields(item, "previous_response_id"), parse)
     ),
   );
 }
@@ -85,10 +126,11 @@ export function continueConversation(
   req: ResponsesRequest,
   model: ResolvedModel,
   store: ResponseStore | undefined,
+  options: ConversationOptions,
 ): Response | undefined {
   const previous = req.previousResponseId;
   if (previous === null) return undefined;
-  const chain = chainOf(store, previous, callerOf(c).name);
+  const chain = historyOf(store, previous, callerOf(c).name, options);
   if (!Array.isArray(chain)) {
     const earlier = chain.missing === previous
       ? ""
@@ -100,10 +142,11 @@ export function continueConversation(
       "previous_response_not_found",
     );
   }
-  const history = chain.flatMap(messagesOf);
+  const history = chain.flat();
   // The conversation's images count as this request's: the model must still take them.
   checkDeclared(model, { messages: history }, { image: () => "previous_response_id" });
   req.input.messages.splice(req.instructionMessages, 0, ...history);
+  req.historyMessages = history.length;
   return undefined;
 }
 

@@ -1,0 +1,103 @@
+/**
+ * A run larger than the node wire carries (`wire.max_frame_bytes`) is refused at the Edge with a
+ * 400 that says so, before any byte of it is sent: a Node drops its whole link for an oversize
+ * frame, which would fail every other run on it (and a 503 would make clients resend it). A
+ * `previous_response_id` chain whose history alone is over that limit is refused naming the
+ * field. Real Edge and Node over TCP, the unmodified `openai` client.
+ */
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { mockNode, startStack } from "./stack.ts";
+
+const FRAME_BYTES = 64 * 1024;
+const PNG_URL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4" +
+  "nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
+
+async function startSmallWire() {
+  return await startStack({
+    http: true,
+    tls: "off",
+    config: {
+      http: { max_body_bytes: 48 * 1024 },
+      wire: { max_frame_bytes: FRAME_BYTES },
+      // Each answer echoes the prompt's words, up to 4000 of them: a conversation grows fast.
+      nodes: [mockNode("n1", { mock: { tokens: 4000, token_delay_ms: 0 } })],
+      models: [{
+        name: "eyes",
+        route: "direct",
+        adapter: "mock",
+        target: "demo",
+        capabilities: ["chat", "vision"],
+      }],
+    },
+  });
+}
+
+async function apiError(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
+  const err = await promise.then(() => undefined, (e) => e);
+  assert.ok(err instanceof OpenAI.APIError, `expected an API error, got ${err}`);
+  return err;
+}
+
+Deno.test("a run over the wire's frame limit is a 400 saying so, and the node's link keeps serving", async () => {
+  await using edge = await startSmallWire();
+  const oa = new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: "none", maxRetries: 0 });
+  const connectedAt = edge.service.status().nodes[0]!.connectedAtMs;
+  // A 40 KB text beside an image travels twice (as the parts and as their joined text): the
+  // body is under http.max_body_bytes, the run request over the frame limit.
+  const err = await apiError(oa.chat.completions.create({
+    model: "eyes",
+    messages: [{
+      role: "user",
+      content: [
+        { type: "text", text: "x".repeat(40_000) },
+        { type: "image_url", image_url: { url: PNG_URL } },
+      ],
+    }],
+  }));
+  assert.equal(err.status, 400);
+  assert.match(
+    err.message,
+    new RegExp(
+      `Cannot send the run as its request is \\d+ bytes, over the node wire's limit of ` +
+        `${FRAME_BYTES} bytes`,
+    ),
+  );
+  // The same node still serves, over the link it had: it never saw the oversize frame.
+  const ok = await oa.chat.completions.create({
+    model: "eyes",
+    messages: [{ role: "user", content: "still there?" }],
+  });
+  assert.match(ok.choices[0]!.message.content ?? "", /still there\?/);
+  const node = edge.service.status().nodes[0]!;
+  assert.equal(node.connected, true);
+  assert.equal(node.connectedAtMs, connectedAt);
+});
+
+Deno.test("previous_response_id whose history is over the frame limit is a 400 naming it", async () => {
+  await using edge = await startSmallWire();
+  const oa = new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: "none", maxRetries: 0 });
+  const words = "abcd ".repeat(3000);
+  const first = await oa.responses.create({ model: "eyes", input: words });
+  const second = await oa.responses.create({
+    model: "eyes",
+    input: words,
+    previous_response_id: first.id,
+  });
+  const err = await apiError(oa.responses.create({
+    model: "eyes",
+    input: "and then?",
+    previous_response_id: second.id,
+  }));
+  assert.equal(err.status, 400);
+  assert.equal(err.param, "previous_response_id");
+  assert.match(err.message, new RegExp(`history is over ${FRAME_BYTES} bytes`));
+  assert.match(err.message, /wire\.max_frame_bytes/);
+  // A conversation within the limit still continues.
+  const fresh = await oa.responses.create({
+    model: "eyes",
+    input: "short",
+    previous_response_id: first.id,
+  });
+  assert.equal(fresh.previous_response_id, first.id);
+});
