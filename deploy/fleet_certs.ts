@@ -23,6 +23,7 @@ import * as x509 from "@peculiar/x509";
 import { isIP } from "node:net";
 import { basename, dirname, join, resolve } from "node:path";
 import { IopError } from "../shared/errors.ts";
+import { ENROLLMENT_RULE_NAME } from "../shared/wire/tls.ts";
 
 /**
  * The tiers that hold a certificate, and `enroll`: the certificate of an Edge enrollment rule,
@@ -158,6 +159,13 @@ export function certificateHosts(service: ServiceIdentity): string[] {
     throw invalid(
       `Cannot issue a certificate for ${role} '${id}' as an id must be non-empty and use only ` +
         `letters, digits, '.', '_' and '-'`,
+    );
+  }
+  if (role === "enroll" && !ENROLLMENT_RULE_NAME.test(id)) {
+    throw invalid(
+      `Cannot issue a certificate for enroll '${id}' as an enrollment rule's name must be 1 to ` +
+        `64 letters, digits, '.', '_' or '-', starting with a letter or digit (as the Edge's ` +
+        `enrollment[].name)`,
     );
   }
   let hosts = service.hosts ?? [];

@@ -358,3 +358,28 @@ Deno.test("deno task certs --enroll issues a rule's certificate; a host for it i
   assert.equal(withHost.code, 2);
   assert.match(withHost.stderr, /certificate for enroll 'gpu' with hosts/);
 });
+
+Deno.test("an enrollment certificate is issued only for a name an Edge's enrollment rule may have", async () => {
+  await using dir = await tempDir();
+  for (const id of ["-gpu", ".gpu", "_gpu", "g".repeat(65)]) {
+    await assert.rejects(
+      ensureFleetCertificates(dir.path, [{ role: "enroll", id }]),
+      (err: unknown) =>
+        err instanceof IopError && err.code === "INVALID_ARGUMENT" &&
+        err.message.startsWith(
+          `Cannot issue a certificate for enroll '${id}' as an enrollment rule's name must be`,
+        ),
+      id,
+    );
+  }
+  assert.deepEqual(await listCertificates(dir.path), []);
+  // The longest name a rule may have is issued; node ids keep their own rule.
+  await ensureFleetCertificates(dir.path, [
+    { role: "enroll", id: "g".repeat(64) },
+    { role: "node", id: "-n1" },
+  ]);
+  assert.deepEqual((await listCertificates(dir.path)).map((c) => c.file), [
+    `enroll-${"g".repeat(64)}.pem`,
+    "node--n1.pem",
+  ]);
+});

@@ -12,7 +12,7 @@ import OpenAI from "openai";
 import { create } from "@bufbuild/protobuf";
 import type { ServiceIdentity } from "../deploy/fleet_certs.ts";
 import { NodeEnvelopeSchema, type RegisterResponse } from "../proto/gen/iop/v1/node_pb.ts";
-import { enrolledRecord } from "../services/edge/config.ts";
+import { enrolledRecord } from "../services/edge/nodes/enrollment_config.ts";
 import type { StatusSnapshot } from "../services/edge/ports.ts";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
 import { buildAdapterRegistry } from "../services/node/adapters/registry.ts";
@@ -40,9 +40,12 @@ const GPU_SECRET = "gpu-enroll-secret";
 const CPU_SECRET = "cpu-enroll-secret";
 const GPU_CERT: ServiceIdentity = { role: "enroll", id: "gpu" };
 const CPU_CERT: ServiceIdentity = { role: "enroll", id: "cpu" };
+const GPU1_KEY = "gpu-1-node-key";
 
 /** No listed node at all: the pool model is served only by nodes that enroll. */
-function edgeConfig(options: { maxConcurrency?: number; nodeIds?: string[] } = {}): RawConfig {
+function edgeConfig(
+  options: { maxConcurrency?: number; nodeIds?: string[]; retainMs?: number } = {},
+): RawConfig {
   return {
     edge: { id: "edge-enroll" },
     enrollment: [
@@ -51,6 +54,7 @@ function edgeConfig(options: { maxConcurrency?: number; nodeIds?: string[] } = {
         token: hashSecret(GPU_SECRET), // stored as `deno task hash-secret` prints it
         node_ids: options.nodeIds ?? ["gpu-*"],
         max_nodes: 2,
+        ...(options.retainMs !== undefined ? { retain_disconnected_ms: options.retainMs } : {}),
         template: {
           alias: "{node}-box",
           adapters: [{ name: "mock", kind: "mock", tokens: 3, token_delay_ms: 1 }],
@@ -89,6 +93,8 @@ async function dialFiles(cert: ServiceIdentity): Promise<DialTlsFiles> {
 
 interface EnrollOptions {
   token?: string;
+  /** Its node key (`node_key.ts`); default: a new one, as a new host makes. */
+  nodeKey?: string;
   /** The client certificate it shows (default: the gpu rule's enrollment certificate). */
   cert?: ServiceIdentity;
   /** Where the node logs (warn and up); default: errors only, nowhere. */
@@ -97,8 +103,9 @@ interface EnrollOptions {
 
 /** Starts a real node that is in no config, over the real wire (registration not awaited). */
 async function nodeProcess(edge: TestEdge, id: string, options: EnrollOptions = {}) {
-  const logger = options.log
-    ? createLogger(`node.${id}`, { level: "warn", writer: options.log.append })
+  const log = options.log;
+  const logger = log
+    ? createLogger(`node.${id}`, { level: "warn", writer: (line) => log.append(`${line}\n`) })
     : createLogger(`node.${id}`, { level: "error", writer: () => {} });
   const rule = edge.config.enrollment.find((r) => id.startsWith(`${r.name}-`));
   // Its owner allows what the rule's template pushes, as for a listed node.
@@ -116,6 +123,7 @@ async function nodeProcess(edge: TestEdge, id: string, options: EnrollOptions = 
     tls: await dialFiles(options.cert ?? GPU_CERT),
     nodeId: id,
     token: options.token ?? GPU_SECRET,
+    nodeKey: options.nodeKey ?? crypto.randomUUID(),
     version: "test",
     core,
     logger,
@@ -168,7 +176,7 @@ async function enroll(edge: TestEdge, id: string, options: EnrollOptions = {}): 
 async function register(
   edge: TestEdge,
   cert: ServiceIdentity,
-  as: { id: string; token: string },
+  as: { id: string; token: string; nodeKey?: string },
 ): Promise<RegisterResponse | undefined> {
   const files = await dialFiles(cert);
   const link = await dialLink({
@@ -188,7 +196,7 @@ async function register(
     await conn.send(create(NodeEnvelopeSchema, {
       msg: {
         case: "registerRequest",
-        value: { nodeId: as.id, token: as.token, protocolVersion: 2 },
+        value: { nodeId: as.id, token: as.token, nodeKey: as.nodeKey ?? "", protocolVersion: 2 },
       },
     }));
     const answer = await conn.messages().next();
@@ -228,6 +236,14 @@ Deno.test("two nodes not in the config enroll under a rule and serve its pool mo
     ask(edge, "too early"),
     (err: unknown) => err instanceof OpenAI.APIError && err.status === 503,
   );
+  // What the template's adapters cannot honour is refused already, naming the field.
+  const tools = await openai(edge).chat.completions.create({
+    model: "llama3.2",
+    messages: [{ role: "user", content: "too early" }],
+    tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }],
+  }).catch((err) => err);
+  assert.ok(tools instanceof OpenAI.APIError && tools.status === 400, String(tools));
+  assert.match(tools.message, /^400 tools: model 'llama3.2' is served by a mock adapter/);
 
   // One shows the rule's enrollment certificate, the other a certificate made for its host.
   const gpu1 = await enroll(edge, "gpu-1");
@@ -265,49 +281,52 @@ Deno.test("a wrong token, an id outside the rule, another rule's certificate, a 
     config: edgeConfig(),
     http: true,
     tls: "mutual",
-    logger: createLogger("edge", { level: "warn", writer: edgeLog.append }),
+    logger: createLogger("edge", { level: "warn", writer: (line) => edgeLog.append(`${line}\n`) }),
   });
-  const gpu1 = await enroll(edge, "gpu-1");
+  const gpu1 = await enroll(edge, "gpu-1", { nodeKey: GPU1_KEY });
   const gpu2 = await enroll(edge, "gpu-2");
 
   // A real node with a wrong token logs the Edge's reason and stays out.
   const nodeLog = new TextLog();
   await using wrong = await nodeProcess(edge, "gpu-3", { token: "guessed", log: nodeLog });
-  await nodeLog.waitFor(/edge refused registration.*unknown node token/);
+  await nodeLog.waitFor(/edge refused registration.*unknown node id 'gpu-3' or wrong node token/);
   await wrong.stop();
-  await edgeLog.waitFor(/node registration refused.*"node_id":"gpu-3".*unknown node token/);
+  await edgeLog.waitFor(/node registration refused.*"node_id":"gpu-3".*"refusal":"wrong_token"/);
 
+  // cert, id, node key, reason; the temporary ones (a full rule, a connected id) say so.
   const refusals = [
     [
       GPU_CERT,
       "tpu-1",
-      GPU_SECRET,
+      "",
       /^node id 'tpu-1' is not admitted by enrollment rule 'gpu' \(node_ids: gpu-\*\)$/,
     ],
     [
       CPU_CERT,
       "gpu-3",
-      GPU_SECRET,
-      /^client certificate is not for node 'gpu-3' or enrollment rule 'gpu' \(it names enroll\/cpu\)$/,
+      "",
+      /^client certificate is not for node 'gpu-3' nor for an enrollment rule admitting it \(it names enroll\/cpu\)$/,
     ],
     [
       GPU_CERT,
       "gpu-3",
-      GPU_SECRET,
+      "",
       /^enrollment rule 'gpu' is full: its 2 nodes \(max_nodes\) are connected$/,
     ],
-    [GPU_CERT, "gpu-1", GPU_SECRET, /^node 'gpu-1' enrolled under rule 'gpu' is connected already/],
+    [GPU_CERT, "gpu-1", GPU1_KEY, /^node 'gpu-1' enrolled under rule 'gpu' is connected already/],
+    [GPU_CERT, "gpu-1", "", /^node id 'gpu-1' is held by the node that enrolled under it/],
     [
       GPU_CERT,
       "cpu-1",
-      GPU_SECRET,
-      /^client certificate is not for node 'cpu-1' or enrollment rule 'cpu'/,
+      "",
+      /^client certificate is not for node 'cpu-1' nor for an enrollment rule admitting it/,
     ],
   ] as const;
-  for (const [cert, id, token, reason] of refusals) {
-    const answer = await register(edge, cert, { id, token });
+  for (const [cert, id, nodeKey, reason] of refusals) {
+    const answer = await register(edge, cert, { id, token: GPU_SECRET, nodeKey });
     assert.equal(answer?.accepted, false, id);
     assert.match(answer?.reason ?? "", reason);
+    assert.equal(answer?.retryable, /is full|connected already/.test(answer?.reason ?? ""), id);
   }
   assert.doesNotMatch(edgeLog.text, new RegExp(GPU_SECRET));
 
@@ -319,10 +338,20 @@ Deno.test("a wrong token, an id outside the rule, another rule's certificate, a 
       certificate: 2,
       rule_full: 1,
       duplicate: 1,
+      id_held: 1,
     })
   ) {
     assert.match(refused, new RegExp(`reason="${reason}"} ${count}\\b`), refused);
   }
+  // A real node refused for a full rule warns and retries: a human need not act.
+  const waitingLog = new TextLog();
+  await using waiting = await nodeProcess(edge, "gpu-3", { log: waitingLog });
+  await waitingLog.waitFor(
+    /"level":"warn"[^\n]*edge refused registration for now; retrying[^\n]*is full/,
+  );
+  await waiting.stop();
+  assert.doesNotMatch(waitingLog.text, /"level":"error"/);
+
   // The refusals disturbed nobody: both enrolled nodes are connected and nobody else is known.
   const shown = (await status(edge)).nodes.map((n) => [n.id, n.connected]);
   assert.deepEqual(shown, [["gpu-1", true], ["gpu-2", true]]);
@@ -384,4 +413,65 @@ Deno.test("a config reload keeps enrolled nodes serving, with their rebuilt reco
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("another holder of the rule's token and certificate cannot take a disconnected node's id; the node itself comes back", async () => {
+  await using edge = await startEdge({ config: edgeConfig(), http: true, tls: "mutual" });
+  const first = await enroll(edge, "gpu-1", { nodeKey: GPU1_KEY });
+  const before = (await status(edge)).nodes;
+  await first.stop(); // a blip: its record is kept, shown disconnected
+  await until(
+    "gpu-1 disconnected",
+    async () => (await status(edge)).nodes.find((n) => n.id === "gpu-1")?.connected === false,
+  );
+
+  // The impostor shows everything the rule's nodes share, but not gpu-1's node key.
+  for (const nodeKey of ["", "a-guess"]) {
+    const answer = await register(edge, GPU_CERT, { id: "gpu-1", token: GPU_SECRET, nodeKey });
+    assert.equal(answer?.accepted, false);
+    assert.equal(answer?.retryable, false);
+    assert.match(
+      answer?.reason ?? "",
+      /^node id 'gpu-1' is held by the node that enrolled under it/,
+    );
+  }
+  assert.deepEqual((await status(edge)).nodes.map((n) => [n.id, n.connected]), [["gpu-1", false]]);
+
+  // The node restarts with the key it keeps and gets its record back.
+  const back = await enroll(edge, "gpu-1", { nodeKey: GPU1_KEY });
+  assert.equal(back.client.registered, true);
+  const after = (await status(edge)).nodes;
+  assert.deepEqual(after.map((n) => [n.id, n.alias, n.connected]), [["gpu-1", "gpu-1-box", true]]);
+  assert.deepEqual(after[0]?.resources, before[0]?.resources);
+  assert.equal(await ask(edge, "who"), mockAnswer("who", 3));
+});
+
+Deno.test("an enrolled record that goes takes its providers' metric series with it", async () => {
+  await using edge = await startEdge({
+    config: edgeConfig({ retainMs: 0 }),
+    http: true,
+    tls: "mutual",
+  });
+  const gpu1 = await enroll(edge, "gpu-1");
+  const gpu2 = await enroll(edge, "gpu-2");
+  for (const node of [gpu1, gpu2]) {
+    edge.service.drainNode(node === gpu1 ? gpu2.id : gpu1.id, true);
+    edge.service.drainNode(node.id, false);
+    assert.equal(await ask(edge, node.id), mockAnswer(node.id, 3));
+  }
+  const series = async () =>
+    [...(await metric(edge, "iop_edge_provider_in_flight")).matchAll(/provider="([^"]+)"/g)]
+      .map((m) => m[1]);
+  assert.deepEqual(await series(), ["gpu-1-llama", "gpu-2-llama"]);
+
+  await gpu2.stop();
+  // retain_disconnected_ms 0: the record goes at the next status read.
+  await until(
+    "gpu-2's record to go",
+    async () => (await status(edge)).nodes.every((n) => n.id !== "gpu-2"),
+  );
+  assert.deepEqual(edge.service.config.nodes.map((n) => n.id), ["gpu-1"]);
+  assert.deepEqual(await series(), ["gpu-1-llama"]);
+  assert.match(await metric(edge, "iop_edge_provider_queued"), /provider="gpu-1-llama"/);
+  assert.doesNotMatch(await metric(edge, "iop_edge_provider_queued"), /gpu-2-llama/);
 });

@@ -2,7 +2,9 @@
  * A stopping Node drains: real `services/node/main.ts` processes against an Edge serving the
  * OpenAI surface. On SIGTERM the node tells its Edge (which routes new requests elsewhere), lets
  * a model stream and a CLI run in flight finish, then exits 0 with both recorded completed; what
- * outlives `shutdown.drain_timeout_ms`, or a second SIGTERM, is cancelled with the reason.
+ * outlives `shutdown.drain_timeout_ms`, or a second SIGTERM, is cancelled with the reason. An
+ * operator cannot undrain a stopping node, and one that redials while draining says again that
+ * it drains, with what is left of its wait.
  * @module
  */
 import assert from "node:assert/strict";
@@ -10,7 +12,9 @@ import OpenAI from "openai";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
 import type { EdgeEvent } from "../services/edge/ports.ts";
 import { openRunStore } from "../services/node/store/sqlite_store.ts";
-import { mockNode, type RawConfig, startEdge, type TestEdge } from "./stack.ts";
+import { IopError } from "../shared/errors.ts";
+import { createLogger } from "../shared/log.ts";
+import { mockNode, type RawConfig, startEdge, startNode, type TestEdge } from "./stack.ts";
 import { dialTlsConfig } from "./tls_fixture.ts";
 import { TextLog, until } from "./util.ts";
 
@@ -213,7 +217,15 @@ Deno.test("SIGTERM on a node lets its stream and CLI run finish while new reques
     "the edge to mark n1 draining",
     () => events.some((e) => e.type === "node_drain_changed" && e.nodeId === "n1" && e.draining),
   );
-  assert.equal(edge.service.status().nodes.find((n) => n.id === "n1")?.draining, true);
+  const shown = edge.service.status().nodes.find((n) => n.id === "n1");
+  assert.deepEqual([shown?.draining, shown?.stopping], [true, true]);
+  // Undrained, it would be sent runs it refuses.
+  assert.throws(
+    () => edge.service.drainNode("n1", false),
+    (err: unknown) =>
+      err instanceof IopError && err.code === "INVALID_ARGUMENT" &&
+      /^Cannot undrain node 'n1' as it is stopping/.test(err.message),
+  );
 
   // A request sent while n1 drains is served by n2 as soon as it is there.
   await using n2 = await startNodeProc(edge, "n2", 60_000);
@@ -331,4 +343,26 @@ Deno.test("a second SIGTERM during the drain cancels the runs left at once and t
     [row?.status, row?.error?.message],
     ["cancelled", "node stopping: stopped again before its runs finished"],
   );
+});
+
+Deno.test("a draining node that redials tells its Edge again that it drains, with what is left of its wait", async () => {
+  const log = new TextLog();
+  await using edge = await startEdge({
+    config: { edge: { id: "edge-node-redrain" }, nodes: [nodeRecord("n1")] },
+    logger: createLogger("edge", { level: "info", writer: (line) => log.append(`${line}\n`) }),
+  });
+  const n1 = await startNode(edge, { id: "n1" });
+  const announced = /\{[^\n]*"msg":"node draining: it is stopping"[^\n]*\}/;
+  n1.client.announceDraining(60_000);
+  const [first] = await log.waitFor(announced);
+  const before = edge.service.sessions()[0]!;
+  // The link drops (a network blip); the node redials and registers again.
+  before.link.close("test: the network blips");
+  const [second] = await log.waitFor(announced, 10_000, log.text.indexOf(first) + first.length);
+  const [was, now] = [JSON.parse(first).deadline_ms, JSON.parse(second).deadline_ms];
+  assert.ok(was <= 60_000 && now < was, `announced ${was} ms, then ${now} ms`);
+  await until("the new session to be stopping", () => {
+    const session = edge.service.sessions()[0];
+    return session !== before && session?.stopping === true && session.draining;
+  });
 });

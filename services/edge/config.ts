@@ -10,7 +10,7 @@ import {
   type EnvOverride,
   readYamlFile,
 } from "../../shared/config.ts";
-import { isHashedSecret, readStoredSecret, secretFingerprint } from "../../shared/secrets.ts";
+import { isHashedSecret, secretFingerprint } from "../../shared/secrets.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
 import {
   type DialTlsFiles,
@@ -19,21 +19,13 @@ import {
   readDialTls,
   readListenTls,
 } from "../../shared/wire/tls.ts";
-import {
-  ADAPTER_KIND_NAMES,
-  adapterKind,
-  type AdapterKindName,
-  type AdapterSettingsByKind,
-} from "../../shared/adapter_kinds/catalog.ts";
+import type { AdapterKindName, AdapterSettingsByKind } from "../../shared/adapter_kinds/catalog.ts";
 import type { CliProfile } from "../../shared/adapter_kinds/cli.ts";
-import {
-  ENROLLABLE_ID,
-  NODE_ID_PATTERN,
-  NODE_PLACEHOLDER,
-  sampleNodeId,
-  substituteNode,
-} from "./nodes/enrollment_template.ts";
+import { checkUnique, redactIfToken } from "./config_unique.ts";
+import { readEnrollment } from "./nodes/enrollment_config.ts";
+import { parseNode } from "./nodes/node_config.ts";
 import { offers } from "./routing.ts";
+import { readResponses, type ResponsesConfig } from "./store/responses_config.ts";
 import { readTenants, type TenantRecord } from "./tenants/tenant.ts";
 
 /**
@@ -85,7 +77,7 @@ export interface EnrollmentRule {
   maxNodes: number;
   /** How long a disconnected enrolled node keeps its record (status, sessions) before it goes. */
   retainDisconnectedMs: number;
-  /** The `template` mapping as written (`{node}` not yet replaced); see `enrolledRecord`. */
+  /** The `template` mapping as written (`{node}` not yet replaced); see `enrolledRecord` (`nodes/enrollment_config.ts`). */
   template: Readonly<Record<string, unknown>>;
   /** Key path of the rule in the config file (`enrollment[0]`), for errors. */
   path: string;
@@ -104,7 +96,12 @@ export interface ModelRecord {
   route: "pool" | "direct";
   adapter: string;
   target: string;
-  queue: { maxLength: number; maxWaitMs: number };
+  /**
+   * Pool queue limits. `waitForProviderMs` (`wait_for_provider_ms`, default 10 s, at most
+   * `max_wait_ms`): how long a request waits for a node of the pool to connect when none is
+   * connected and accepting runs (a node restarting or replaced, a new Edge); 0 fails at once.
+   */
+  queue: { maxLength: number; maxWaitMs: number; waitForProviderMs?: number };
   /**
    * What the model does, as its operator declares it: `chat` (generates; the default),
    * `embeddings` (answers `/v1/embeddings` and `/api/embed`), `vision` (takes images). A request
@@ -151,6 +148,12 @@ export interface EdgeHttpConfig {
   cors: { allowedOrigins: string[] };
   /** Whether public clients may set the mock adapter's `mock.*` run metadata knobs. */
   allowMockMetadata: boolean;
+  /**
+   * Whether a chat image may be an http(s) link (`allow_image_links`, default false: `data:`
+   * URLs only). A backend that takes links (vLLM, OpenAI-compatible) fetches them itself, from
+   * its own network, so a link lets a client reach whatever that backend can.
+   */
+  allowImageLinks: boolean;
 }
 
 /** The whole validated Edge configuration. */
@@ -292,10 +295,11 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
     http: {
       host: http.nonEmpty("host", "127.0.0.1"),
       port: http.number("port", 8080, { min: 0, max: 65535 }),
-      maxBodyBytes: http.number("max_body_bytes", 1024 * 1024, { min: 1024 }),
+      maxBodyBytes: readMaxBodyBytes(http, wire),
       allowedHosts: readAllowedHosts(http),
       cors: { allowedOrigins: readAllowedOrigins(http.section("cors")) },
       allowMockMetadata: http.boolean("allow_mock_metadata", false),
+      allowImageLinks: http.boolean("allow_image_links", false),
     },
     wire: {
       host: wire.nonEmpty("host", "127.0.0.1"),
@@ -329,32 +333,21 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
 }
 
 /**
- * The `responses` section: where and how long the Edge keeps Responses API responses created
- * with `store` (the default), for `GET /v1/responses/{id}` and `previous_response_id`.
+ * `http.max_body_bytes`, below `wire.max_frame_bytes`: a request becomes a run that goes to its
+ * node in one frame, so a body the listener takes but no frame can carry would only be refused
+ * later, at dispatch; the Edge refuses the contradiction at load instead.
  */
-export interface ResponsesConfig {
-  /** The SQLite file (default `.iop/<edge id>/responses.db`); read once, at start. */
-  storePath: string;
-  /** Responses kept at most; the oldest are dropped first. */
-  maxStored: number;
-  /** How long a response is kept after its creation (default 30 days, as OpenAI). */
-  retentionMs: number;
-  /**
-   * The largest response stored (its input and output items as JSON); a larger one is answered
-   * as usual but not stored, and says so with `store: false`.
-   */
-  maxResponseBytes: number;
-}
-
-const DAY_MS = 24 * 60 * 60 * 1000;
-
-function readResponses(r: ConfigReader, edgeId: string): ResponsesConfig {
-  return {
-    storePath: r.nonEmpty("store_path", `.iop/${edgeId}/responses.db`),
-    maxStored: r.number("max_stored", 10_000, { min: 1 }),
-    retentionMs: r.number("retention_ms", 30 * DAY_MS, { min: 1000 }),
-    maxResponseBytes: r.number("max_response_bytes", 1024 * 1024, { min: 1024 }),
-  };
+function readMaxBodyBytes(http: ConfigReader, wire: ConfigReader): number {
+  const body = http.number("max_body_bytes", 1024 * 1024, { min: 1024 });
+  const frame = wire.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 });
+  if (body >= frame) {
+    throw http.error(
+      "max_body_bytes",
+      `must be below wire.max_frame_bytes (${frame}), as a request's run goes to its node in ` +
+        `one frame of at most that size: current value is ${body}`,
+    );
+  }
+  return body;
 }
 
 /** `http.allowed_hosts`: `*`, or host names / IP literals with an optional port. */
@@ -389,21 +382,6 @@ function readAllowedOrigins(cors: ConfigReader): string[] {
   });
 }
 
-function checkUnique(file: string, entries: [string, string][], what: string): void {
-  const seen = new Map<string, string>();
-  for (const [path, value] of entries) {
-    const first = seen.get(value);
-    if (first !== undefined) {
-      throw new ConfigError(
-        file,
-        path,
-        `duplicate ${what} '${redactIfToken(what, value)}' (first at ${first})`,
-      );
-    }
-    seen.set(value, path);
-  }
-}
-
 /** Tokens must differ as secrets: a plain token clashes with another node's hash of it too. */
 function checkUniqueTokens(file: string, nodes: readonly NodeRecord[]): void {
   const seen = new Map<string, string>();
@@ -417,171 +395,6 @@ function checkUniqueTokens(file: string, nodes: readonly NodeRecord[]): void {
     }
     seen.set(fingerprint, path);
   });
-}
-
-/**
- * The `enrollment` list. Each rule's template is checked by expanding it for a sample id the rule
- * admits; names are unique; tokens differ from each other and from every node's, as secrets.
- */
-function readEnrollment(
-  root: ConfigReader,
-  raw: unknown,
-  nodes: readonly NodeRecord[],
-): EnrollmentRule[] {
-  const entries = (raw as { enrollment?: unknown[] } | undefined)?.enrollment;
-  const rules = root.list("enrollment").map((r, i) => readEnrollmentRule(r, entries?.[i]));
-  checkUnique(root.file, rules.map((rule) => [`${rule.path}.name`, rule.name]), "enrollment rule");
-  const seen = new Map(nodes.map((n, i) => [secretFingerprint(n.token), `nodes[${i}].token`]));
-  for (const rule of rules) {
-    const first = seen.get(secretFingerprint(rule.token));
-    if (first !== undefined) {
-      throw new ConfigError(
-        root.file,
-        `${rule.path}.token`,
-        `is the same secret as ${first}: every rule and node needs a token of its own`,
-      );
-    }
-    seen.set(secretFingerprint(rule.token), `${rule.path}.token`);
-  }
-  return rules;
-}
-
-const RULE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-function readEnrollmentRule(r: ConfigReader, raw: unknown): EnrollmentRule {
-  const name = r.nonEmpty("name");
-  if (!RULE_NAME.test(name)) {
-    throw r.error(
-      "name",
-      `must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit: current value is '${name}'`,
-    );
-  }
-  const nodeIds = r.strings("node_ids");
-  if (nodeIds.length === 0) throw r.error("node_ids", "must list at least one id pattern");
-  nodeIds.forEach((pattern, i) => {
-    if (!NODE_ID_PATTERN.test(pattern)) {
-      throw r.error(
-        `node_ids[${i}]`,
-        `must use only letters, digits, '.', '_', '-' and '*': current value is '${pattern}'`,
-      );
-    }
-  });
-  if (!r.has("template")) {
-    throw r.error("template", "is required: what every node enrolled under the rule serves");
-  }
-  const template = r.section("template");
-  for (const key of ["id", "token"]) {
-    if (template.has(key)) {
-      throw template.error(
-        key,
-        "must not be set: an enrolling node gives its own id and presents the rule's token",
-      );
-    }
-  }
-  // Two nodes of one rule must not end up with the same alias or provider id.
-  if (template.has("alias") && !template.string("alias").includes(NODE_PLACEHOLDER)) {
-    throw template.error(
-      "alias",
-      `must contain ${NODE_PLACEHOLDER}: each enrolled node needs an alias of its own`,
-    );
-  }
-  template.list("providers").forEach((p) => {
-    if (p.has("id") && !p.string("id").includes(NODE_PLACEHOLDER)) {
-      throw p.error(
-        "id",
-        `must contain ${NODE_PLACEHOLDER}: each enrolled node needs provider ids of its own`,
-      );
-    }
-  });
-  const rule: Omit<EnrollmentRule, "sample"> = {
-    name,
-    // Plain or sha256:<hex> (`deno task hash-secret`), like a node token.
-    token: readStoredSecret(r, "token"),
-    nodeIds,
-    maxNodes: r.number("max_nodes", 256, { min: 1 }),
-    retainDisconnectedMs: r.number("retain_disconnected_ms", 15 * 60_000, { min: 0 }),
-    template: structuredClone((raw as { template: Record<string, unknown> }).template),
-    path: r.path,
-  };
-  const sampleId = sampleNodeId(nodeIds);
-  if (!ENROLLABLE_ID.test(sampleId)) {
-    throw r.error(
-      "node_ids[0]",
-      `must admit ids of letters, digits, '.', '_' and '-' (at most 128): '${sampleId}' is not one`,
-    );
-  }
-  return { ...rule, sample: enrolledRecord(rule, sampleId, r.file) };
-}
-
-/**
- * The record a node with id `nodeId` gets under `rule`: the template with `{node}` replaced,
- * read and checked like a `nodes[]` entry; a {@linkcode ConfigError} names the template key.
- */
-export function enrolledRecord(
-  rule: Omit<EnrollmentRule, "sample">,
-  nodeId: string,
-  file: string,
-): NodeRecord {
-  const expanded = substituteNode(rule.template, nodeId) as Record<string, unknown>;
-  const reader = new ConfigReader(
-    file,
-    { ...expanded, id: nodeId, token: rule.token },
-    `${rule.path}.template`,
-  );
-  return { ...parseNode(reader), enrolledBy: rule.name };
-}
-
-function redactIfToken(what: string, value: string): string {
-  return what.includes("token") ? `${value.slice(0, 2)}…` : value;
-}
-
-function parseNode(r: ConfigReader): NodeRecord {
-  const adapters = r.list("adapters").map(parseAdapter);
-  checkUnique(
-    r.file,
-    adapters.map((a, i) => [`${r.path}.adapters[${i}].name`, a.name]),
-    "adapter name",
-  );
-  const providers = r.list("providers").map((p) => ({
-    id: p.nonEmpty("id"),
-    adapter: p.nonEmpty("adapter"),
-    target: p.nonEmpty("target"),
-    modelGroup: p.string("model_group", ""),
-    maxConcurrency: p.number("max_concurrency", 1, { min: 1 }),
-  }));
-  providers.forEach((p, j) => {
-    const matches = adapters.filter((a) => a.name === p.adapter);
-    const path = `providers[${j}].adapter`;
-    if (matches.length === 0) {
-      throw r.error(path, `adapter '${p.adapter}' is not defined on this node`);
-    }
-    if (!matches[0]!.enabled) {
-      throw r.error(path, `adapter '${p.adapter}' is disabled on this node`);
-    }
-    // A pool queues and caps its providers; a CLI run must start at once or be refused.
-    if (matches[0]!.kind === "cli") {
-      throw r.error(
-        path,
-        `'${p.adapter}' is a cli adapter; CLI profiles are never queued: expose them with a direct model route`,
-      );
-    }
-  });
-  if (r.has("max_concurrent_runs")) {
-    throw r.error(
-      "max_concurrent_runs",
-      "was removed: a node no longer caps its runs; concurrency is limited per provider by " +
-        "providers[].max_concurrency (pool models queue on it), and direct routes run at once",
-    );
-  }
-  return {
-    id: r.nonEmpty("id"),
-    // Absent means no alias; one written out must name something.
-    alias: r.has("alias") ? r.nonEmpty("alias") : "",
-    // Plain or sha256:<hex> (`deno task hash-secret`); a malformed hash fails here.
-    token: readStoredSecret(r, "token"),
-    adapters,
-    providers,
-  };
 }
 
 /**
@@ -612,13 +425,6 @@ function checkServable(
   );
 }
 
-function parseAdapter(r: ConfigReader): NodeAdapterRecord {
-  const kind = r.oneOf("kind", ADAPTER_KIND_NAMES);
-  const base = { name: r.nonEmpty("name", kind), enabled: r.boolean("enabled", true) };
-  const settings = adapterKind(kind)!.parse(r) as object;
-  return { ...base, kind, ...settings } as NodeAdapterRecord;
-}
-
 function parseModel(r: ConfigReader): ModelRecord {
   const route = r.oneOf("route", ["pool", "direct"] as const, r.has("adapter") ? "direct" : "pool");
   const queue = r.section("queue");
@@ -628,11 +434,21 @@ function parseModel(r: ConfigReader): ModelRecord {
     route,
     adapter: route === "direct" ? r.nonEmpty("adapter") : r.string("adapter", ""),
     target: route === "direct" ? r.nonEmpty("target") : r.string("target", ""),
-    queue: {
-      maxLength: queue.number("max_length", 64, { min: 0 }),
-      maxWaitMs: queue.number("max_wait_ms", 30_000, { min: 0 }),
-    },
+    queue: parseQueue(queue),
     capabilities: parseCapabilities(r),
+  };
+}
+
+/** A pool's `queue` section; `wait_for_provider_ms` defaults to 10 s, at most `max_wait_ms`. */
+function parseQueue(queue: ConfigReader): ModelRecord["queue"] {
+  const maxWaitMs = queue.number("max_wait_ms", 30_000, { min: 0 });
+  return {
+    maxLength: queue.number("max_length", 64, { min: 0 }),
+    maxWaitMs,
+    waitForProviderMs: queue.number("wait_for_provider_ms", Math.min(10_000, maxWaitMs), {
+      min: 0,
+      max: maxWaitMs,
+    }),
   };
 }
 

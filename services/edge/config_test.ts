@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { ConfigError } from "../../shared/config.ts";
 import { hashSecret } from "../../shared/secrets.ts";
-import { enrolledRecord, loadEdgeConfig, parseEdgeConfig } from "./config.ts";
+import { loadEdgeConfig, parseEdgeConfig } from "./config.ts";
+import { enrolledRecord } from "./nodes/enrollment_config.ts";
 
 const FILE = "edge.yaml";
 
@@ -339,11 +340,35 @@ Deno.test("a plain node token whose hash another node stores is a duplicate", ()
   );
 });
 
-Deno.test("http.allowed_hosts, http.cors.allowed_origins and allow_mock_metadata default closed", () => {
+Deno.test("http.allowed_hosts, cors, allow_mock_metadata and allow_image_links default closed", () => {
   const config = parseEdgeConfig({}, FILE);
   assert.deepEqual(config.http.allowedHosts, []);
   assert.deepEqual(config.http.cors, { allowedOrigins: [] });
   assert.equal(config.http.allowMockMetadata, false);
+  assert.equal(config.http.allowImageLinks, false);
+  assert.equal(
+    parseEdgeConfig({ http: { allow_image_links: true } }, FILE).http.allowImageLinks,
+    true,
+  );
+  rejects({ http: { allow_image_links: "yes" } }, "http.allow_image_links", /true or false/);
+});
+
+Deno.test("http.max_body_bytes must be below wire.max_frame_bytes, as a run goes to its node in one frame", () => {
+  const config = parseEdgeConfig({
+    http: { max_body_bytes: 2 * 1024 * 1024 },
+    wire: { max_frame_bytes: 8 * 1024 * 1024 },
+  }, FILE);
+  assert.equal(config.http.maxBodyBytes, 2 * 1024 * 1024);
+  rejects(
+    { http: { max_body_bytes: 4 * 1024 * 1024 } },
+    "http.max_body_bytes",
+    /must be below wire\.max_frame_bytes \(4194304\).*current value is 4194304/,
+  );
+  rejects(
+    { http: { max_body_bytes: 64 * 1024 }, wire: { max_frame_bytes: 32 * 1024 } },
+    "http.max_body_bytes",
+    /must be below wire\.max_frame_bytes \(32768\)/,
+  );
 });
 
 Deno.test("http.allowed_hosts and cors origins are normalized as a browser would send them", () => {
@@ -394,11 +419,13 @@ Deno.test("IOP_EDGE_HTTP_ALLOWED_HOSTS and IOP_EDGE_CORS_ALLOWED_ORIGINS set the
   });
 });
 
-Deno.test("responses defaults: a store under .iop/<edge id>, 10000 kept for 30 days, 1 MiB each", () => {
+Deno.test("responses defaults: a store under .iop/<edge id>, 10000 kept (1000 a tenant, 1 GiB) for 30 days, 1 MiB each", () => {
   const config = parseEdgeConfig({ edge: { id: "edge-r" } }, FILE);
   assert.deepEqual(config.responses, {
     storePath: ".iop/edge-r/responses.db",
     maxStored: 10_000,
+    maxStoredPerTenant: 1000,
+    maxTotalBytes: 1024 * 1024 * 1024,
     retentionMs: 30 * 24 * 60 * 60 * 1000,
     maxResponseBytes: 1024 * 1024,
   });
@@ -409,6 +436,8 @@ Deno.test("responses keys are read, bounded, and store_path follows IOP_EDGE_RES
     responses: {
       store_path: "/var/lib/iop/responses.db",
       max_stored: 5,
+      max_stored_per_tenant: 2,
+      max_total_bytes: 8192,
       retention_ms: 60_000,
       max_response_bytes: 4096,
     },
@@ -416,6 +445,8 @@ Deno.test("responses keys are read, bounded, and store_path follows IOP_EDGE_RES
   assert.deepEqual(config.responses, {
     storePath: "/var/lib/iop/responses.db",
     maxStored: 5,
+    maxStoredPerTenant: 2,
+    maxTotalBytes: 8192,
     retentionMs: 60_000,
     maxResponseBytes: 4096,
   });
@@ -428,6 +459,17 @@ Deno.test("responses keys are read, bounded, and store_path follows IOP_EDGE_RES
     /at least 1024/,
   );
   rejects({ responses: { max_stored: 1.5 } }, "responses.max_stored", /whole number/);
+  rejects(
+    { responses: { max_stored_per_tenant: 0 } },
+    "responses.max_stored_per_tenant",
+    /at least 1/,
+  );
+  // The budget holds at least one response, or one just stored could go at once.
+  rejects(
+    { responses: { max_response_bytes: 4096, max_total_bytes: 2048 } },
+    "responses.max_total_bytes",
+    /at least 4096/,
+  );
   await withFile("responses: { store_path: a.db }\n", async (path) => {
     const env = (name: string) =>
       name === "IOP_EDGE_RESPONSES_STORE_PATH" ? "/data/responses.db" : undefined;

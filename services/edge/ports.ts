@@ -174,6 +174,8 @@ export interface NodeStatus {
   alias: string;
   connected: boolean;
   draining: boolean;
+  /** Set (true) while the node drains because it is stopping; an operator cannot undrain it. */
+  stopping?: boolean;
   version: string;
   hostname: string;
   connectedAtMs: number;
@@ -254,6 +256,46 @@ export interface OpsGateway extends RunGateway {
   nodeCommand(node: string, command: NodeCommand): Promise<NodeCommandResult>;
   /** Re-reads the config file; keeps the config in force when the new one is invalid. */
   reload(): Promise<{ ok: boolean; detail: string }>;
-  /** Marks a node as draining (no new runs) or not; false when it is not connected. */
+  /**
+   * Marks a node as draining (no new runs) or not; false when it is not connected. Throws
+   * INVALID_ARGUMENT for undraining a node that is stopping.
+   */
   drainNode(node: string, draining: boolean): boolean;
+}
+
+/** One stored Responses API response (`store: true`, the default). */
+export interface StoredResponse {
+  /** The response id (`resp_…`). */
+  id: string;
+  /** The tenant that created it; only it can read, delete or continue it. */
+  owner: string;
+  model: string;
+  /** When it was created, in ms since the epoch (retention counts from here). */
+  createdAtMs: number;
+  /** `completed`, `incomplete`, `failed` or `cancelled`. */
+  status: string;
+  previousResponseId: string | null;
+  /** Its input items as given, normalised (each with an id), in order; instructions are not items. */
+  input: Record<string, unknown>[];
+  /** The `response` object as it was answered (its `output` items, `usage`, ...). */
+  response: Record<string, unknown>;
+}
+
+/**
+ * Where the Responses API keeps responses (`store/response_store.ts` is the SQLite one); every
+ * read is scoped by owner, so another tenant's id is absent.
+ */
+export interface ResponseStore {
+  /**
+   * Stores `response` (its id must be new) and drops what the bounds no longer keep; returns
+   * false, storing nothing, when it is larger than the store takes for one response.
+   */
+  put(response: StoredResponse): boolean;
+  /** The response `id` of `owner`; undefined when absent, expired or another tenant's. */
+  get(id: string, owner: string): StoredResponse | undefined;
+  /** Deletes the response `id` of `owner`; false when there was none to delete. */
+  delete(id: string, owner: string): boolean;
+  /** How many responses the store holds (expired ones not yet purged included). */
+  count(): number;
+  close(): void;
 }

@@ -13,6 +13,7 @@ import { ActiveRun } from "./active_run.ts";
 import type { EdgeConfig, NodeRecord } from "./config.ts";
 import type { EdgeMetrics } from "./edge_metrics.ts";
 import { EventBus } from "./event_bus.ts";
+import type { Seat } from "./nodes/admission.ts";
 import { Enrollment } from "./nodes/enrollment.ts";
 import { NodeStore } from "./nodes/node_store.ts";
 import { NodeRegistry, type NodeSession } from "./nodes/registry.ts";
@@ -67,6 +68,8 @@ export interface EdgeServiceOptions {
 export interface NodeConnection {
   record: NodeRecord;
   link: NodeLink;
+  /** Its admission's hold on its id (`nodes/admission.ts`); absent: it holds none. */
+  seat?: Seat;
   version: string;
   hostname: string;
   /**
@@ -128,10 +131,7 @@ export class EdgeService implements OpsGateway {
       now: this.#now,
       ...(options.metrics ? { metrics: options.metrics } : {}),
       // A node enrolled or a record went: the snapshot in force gains or loses that record.
-      onChange: () => {
-        this.#config = this.enrollment.overlay(this.#fileConfig);
-        this.#store = new NodeStore(this.#config.nodes);
-      },
+      onChange: () => this.#swapSnapshot(),
     });
     this.sessionAffinity = new SessionAffinity({ now: this.#now, ...options.sessionAffinity });
     this.tenants = new TenantLimiter({
@@ -193,9 +193,10 @@ export class EdgeService implements OpsGateway {
       adapters: [],
       wantedConfigVersion: configVersion,
       configVersion: 0,
+      ...(conn.seat ? { seat: conn.seat } : {}),
     };
     const replaced = this.#registry.add(session);
-    this.enrollment.connected(session.id);
+    conn.seat?.connected();
     if (replaced) {
       this.#failRunsOf(replaced, "node reconnected on a new connection");
       replaced.link.close("replaced by a new connection of the same node");
@@ -216,7 +217,7 @@ export class EdgeService implements OpsGateway {
   /** Forgets a node whose connection ended and fails its runs in flight with NODE_LOST. */
   nodeDisconnected(session: NodeSession, reason: string): void {
     if (!this.#registry.remove(session)) return;
-    this.enrollment.disconnected(session.id);
+    session.seat?.release();
     this.#failRunsOf(session, reason);
     this.#metrics?.nodesConnected.set(this.#registry.size);
     this.#bus.publish({ type: "node_disconnected", atMs: this.#now(), nodeId: session.id, reason });
@@ -331,14 +332,18 @@ export class EdgeService implements OpsGateway {
     try {
       await session.link.run(runId, { ...input, ...trace.context });
     } catch (err) {
+      // A run no node can take (larger than the wire carries) fails as it is: not retryable.
+      const refused = err instanceof IopError && !err.retryable ? err : undefined;
       run.finish({
         type: "failed",
-        code: "UNAVAILABLE",
-        message: `Cannot send run to node '${session.id}': ${(err as Error).message}`,
-        retryable: true,
+        code: refused?.code ?? "UNAVAILABLE",
+        message: refused?.message ??
+          `Cannot send run to node '${session.id}': ${(err as Error).message}`,
+        retryable: refused === undefined,
       }, this.#now());
       this.#settle(run, session);
-      throw new IopError("UNAVAILABLE", `Cannot send run to node '${session.id}'`, { cause: err });
+      throw refused ??
+        new IopError("UNAVAILABLE", `Cannot send run to node '${session.id}'`, { cause: err });
     }
     this.#bus.publish({
       type: "run_started",
@@ -400,11 +405,37 @@ export class EdgeService implements OpsGateway {
     return await session.link.command(command, COMMAND_TIMEOUT_MS);
   }
 
-  /** Marks a node as draining (no new runs) or not; false when it is not connected. */
+  /**
+   * Marks a node as draining (no new runs) or not; false when it is not connected. Throws
+   * INVALID_ARGUMENT for undraining a node that is stopping: it would refuse the runs.
+   */
   drainNode(node: string, draining: boolean): boolean {
     const session = this.#registry.get(node);
     if (!session) return false;
+    if (!draining && session.stopping) {
+      throw new IopError(
+        "INVALID_ARGUMENT",
+        `Cannot undrain node '${node}' as it is stopping: it finishes its runs in flight, ` +
+          `takes no new one and then disconnects`,
+      );
+    }
+    this.#setDraining(session, draining);
+    return true;
+  }
+
+  /**
+   * The node on this session's link said it is stopping (EdgeNodeEvent.draining): it is drained
+   * for good, whatever an operator asks later. A frame from a link already replaced by a newer
+   * connection of the node marks only that old session.
+   */
+  nodeStopping(session: NodeSession): void {
+    session.stopping = true;
+    this.#setDraining(session, true);
+  }
+
+  #setDraining(session: NodeSession, draining: boolean): void {
     session.draining = draining;
+    if (this.#registry.get(session.id) !== session) return;
     if (!draining) this.pools.admitWaiting();
     this.#bus.publish({
       type: "node_drain_changed",
@@ -412,7 +443,6 @@ export class EdgeService implements OpsGateway {
       nodeId: session.id,
       draining,
     });
-    return true;
   }
 
   /**
@@ -504,8 +534,7 @@ export class EdgeService implements OpsGateway {
     this.#fileConfig = config;
     // Enrolled nodes the new rules still admit stay, rebuilt from the new templates.
     this.enrollment.rebase(config);
-    this.#config = this.enrollment.overlay(config);
-    this.#store = new NodeStore(this.#config.nodes);
+    this.#swapSnapshot();
     this.#configVersion++;
     const swap: ConfigSwap = { version: this.#configVersion, reconfigured: 0, dropped: 0 };
     for (const session of this.#registry.list()) {
@@ -546,6 +575,17 @@ export class EdgeService implements OpsGateway {
   }
 
   // --- internals ------------------------------------------------------------------------------
+
+  /**
+   * Puts the file's config with the enrolled records appended in force (at a reload, and when a
+   * node enrolled or an enrolled record went), and lets the pools forget providers it no longer
+   * has.
+   */
+  #swapSnapshot(): void {
+    this.#config = this.enrollment.overlay(this.#fileConfig);
+    this.#store = new NodeStore(this.#config.nodes);
+    this.pools.forgetRemovedProviders();
+  }
 
   /**
    * Brings one connected node to the configuration in force: drops it when its record vanished

@@ -3,6 +3,7 @@
  * events the test hands to `runEvent`, as the transport would.
  */
 import assert from "node:assert/strict";
+import { IopError } from "../../shared/errors.ts";
 import { createLogger } from "../../shared/log.ts";
 import type { RunEvent, RunInput } from "../../shared/run.ts";
 import { runInput } from "../../shared/run.ts";
@@ -147,4 +148,43 @@ Deno.test("EdgeService drops events from a node that does not own the run", asyn
   assert.equal(service.status().runsInFlight, 1, "n2 cannot end n1's run");
   service.nodeDisconnected(sessions.get("n1")!, "test over");
   await handle.done;
+});
+
+Deno.test("EdgeService marks stopping the session a drain report came on, never a newer one", () => {
+  const { service, sessions, events } = serviceWith(["n1"]);
+  const old = sessions.get("n1")!;
+  const record = service.nodeStore.byId("n1")!;
+  const fresh = service.nodeConnected({
+    record,
+    link: new RecordingLink(),
+    version: "t",
+    hostname: "h",
+  });
+  // A draining frame that was on its way on the replaced link.
+  service.nodeStopping(old);
+  assert.equal(fresh.draining, false);
+  assert.equal(service.status().nodes[0]?.draining, false);
+  assert.ok(!events.some((e) => e.type === "node_drain_changed"));
+  service.nodeStopping(fresh);
+  assert.deepEqual(
+    [service.status().nodes[0]?.draining, service.status().nodes[0]?.stopping],
+    [true, true],
+  );
+});
+
+Deno.test("EdgeService refuses to undrain a stopping node, and undrains one an operator drained", () => {
+  const { service, sessions } = serviceWith(["n1", "n2"]);
+  service.nodeStopping(sessions.get("n1")!);
+  assert.throws(
+    () => service.drainNode("n1", false),
+    (err: unknown) =>
+      err instanceof IopError && err.code === "INVALID_ARGUMENT" &&
+      err.message === "Cannot undrain node 'n1' as it is stopping: it finishes its runs in " +
+          "flight, takes no new one and then disconnects",
+  );
+  assert.equal(sessions.get("n1")!.draining, true);
+  assert.equal(service.drainNode("n2", true), true);
+  assert.equal(service.drainNode("n2", false), true);
+  assert.equal(sessions.get("n2")!.draining, false);
+  assert.equal(service.status().nodes[1]?.stopping, undefined);
 });

@@ -44,6 +44,7 @@ export function buildStatusSnapshot(inputs: StatusInputs): StatusSnapshot {
       alias: record.alias,
       connected: session !== undefined,
       draining: session?.draining ?? false,
+      ...(session?.stopping ? { stopping: true } : {}),
       version: session?.version ?? "",
       hostname: session?.hostname ?? "",
       connectedAtMs: session?.connectedAtMs ?? 0,

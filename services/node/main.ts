@@ -1,6 +1,7 @@
 /**
  * Starts a Node: reads its config, opens its run history, dials its Edge, serves health and
- * metrics; on SIGTERM or SIGINT it drains its runs (`drain.ts`) and exits 0.
+ * metrics; on SIGTERM or SIGINT it drains its runs (`drain.ts`) and exits 0 (1 when some run
+ * did not end when cancelled, or a signal came again after the drain).
  * Usage: `deno task node [--config deploy/config/node.yaml]`.
  * @module
  */
@@ -22,6 +23,7 @@ import { drainRuns } from "./drain.ts";
 import { HealthMonitor, probeOnFailure } from "./health_monitor.ts";
 import { createNodeHttp } from "./http/health.ts";
 import { NodeCore } from "./node.ts";
+import { loadNodeKey } from "./node_key.ts";
 import { createRunMetrics } from "./node_metrics.ts";
 import { logNodePolicy } from "./policy.ts";
 import { openRunStore } from "./store/sqlite_store.ts";
@@ -70,6 +72,11 @@ if (interrupted > 0) {
 }
 
 // CLI runs whose Node died hard (kill -9, OOM) keep running; stop them before taking new work.
+// The node's own secret, beside its history: an Edge that enrolls it binds its id to it.
+const nodeKeyFile = `${dirOf(config.history.path)}/node.key`;
+const nodeKey = await loadNodeKey(nodeKeyFile)
+  .catch((err) => startupFailed(logger, `read or make the node key at ${nodeKeyFile}`, err));
+
 const cliGroupsDir = `${dirOf(config.history.path)}/cli-groups`;
 await reapOrphanedGroups(cliGroupsDir, { logger: logger.with({ node_id: config.node.id }) });
 
@@ -108,6 +115,7 @@ const client = startEdgeClient({
   tls: edgeTls,
   nodeId: config.node.id,
   token: config.node.token,
+  nodeKey,
   version: IOP_VERSION,
   core,
   logger: logger.with({ node_id: config.node.id }),
@@ -143,28 +151,52 @@ const server = startupStep(
 
 // A stop signal drains (drain.ts): no new runs, those in flight finish for up to
 // shutdown.drain_timeout_ms while the link stays up, then the rest are cancelled. A second
-// signal during the drain cancels them at once.
+// signal during the drain cancels them at once; one after it (or a third) exits at once.
 let stopping: AbortController | undefined;
-const shutdown = async (signal: string) => {
-  if (stopping) {
-    if (!stopping.signal.aborted) {
-      logger.warn("node stopping at once: signal received again during the drain", {
-        signal,
-        runs_left: core.inFlight,
-      });
-      stopping.abort();
-    }
+let drained = false;
+const onSignal = (signal: string) => {
+  if (!stopping) {
+    stopping = new AbortController();
+    shutdown(signal, stopping.signal).catch((err) => {
+      logger.error("node cannot stop cleanly; exiting", { node_id: config.node.id, err });
+      Deno.exit(1);
+    });
     return;
   }
-  stopping = new AbortController();
+  if (!drained && !stopping.signal.aborted) {
+    logger.warn("node stopping at once: signal received again during the drain", {
+      signal,
+      runs_left: core.inFlight,
+    });
+    stopping.abort();
+    return;
+  }
+  logger.warn("node exiting at once: signal received again while it stops", {
+    node_id: config.node.id,
+    signal,
+  });
+  Deno.exit(1);
+};
+
+const shutdown = async (signal: string, stopAtOnce: AbortSignal) => {
   logger.info("node stopping", { signal, runs_in_flight: core.inFlight });
-  await drainRuns({
+  const outcome = await drainRuns({
     core,
     announce: (deadlineMs) => client.announceDraining(deadlineMs),
     timeoutMs: config.shutdown.drainTimeoutMs,
     logger: logger.with({ node_id: config.node.id }),
-    signal: stopping.signal,
+    signal: stopAtOnce,
   });
+  drained = true;
+  if (outcome === "abandoned") {
+    // Runs that ignored their cancellation would hold every step below; the next start marks
+    // them interrupted in the history.
+    logger.error("node exiting with runs that did not end", {
+      node_id: config.node.id,
+      runs_left: core.inFlight,
+    });
+    Deno.exit(1);
+  }
   await client.stop();
   health.stop();
   await core.close();
@@ -176,7 +208,7 @@ const shutdown = async (signal: string) => {
   Deno.exit(0);
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  Deno.addSignalListener(signal, () => void shutdown(signal));
+  Deno.addSignalListener(signal, () => onSignal(signal));
 }
 
 function dirOf(path: string): string {

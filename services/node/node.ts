@@ -20,6 +20,7 @@ import type {
   EventSink,
   ExecutionResult,
   RunMetrics,
+  RunOutcome,
   RunRecord,
   RunStore,
   StoredOutput,
@@ -108,6 +109,12 @@ export class NodeCore {
   readonly #retired = new Set<Adapter>();
   /** Set while the node stops (`refuseNewRuns`): why it takes no new run. */
   #refusing: string | undefined;
+  readonly #endedCounts: Record<RunOutcome["status"], number> = {
+    completed: 0,
+    failed: 0,
+    cancelled: 0,
+    interrupted: 0,
+  };
 
   constructor(options: NodeCoreOptions) {
     this.#options = options;
@@ -125,6 +132,11 @@ export class NodeCore {
    */
   refuseNewRuns(reason: string): void {
     this.#refusing = reason;
+  }
+
+  /** How many runs ended since this core started, by how they ended; the drain reports them. */
+  endedRuns(): Readonly<Record<RunOutcome["status"], number>> {
+    return { ...this.#endedCounts };
   }
 
   /** Resolves once some run in flight has ended, at once when none runs. */
@@ -164,8 +176,12 @@ export class NodeCore {
   /** Starts a run; its events, ending with exactly one terminal event, go to `emit`. */
   startRun(runId: string, input: RunInput, emit: RunEventSink): void {
     let seq = 0;
-    const send: Send = (event) =>
-      emit({ ...event, runId, seq: ++seq, timestampMs: this.#clock.now() } as RunEvent);
+    // Numbered once sent: an event the outbox refuses (too large for a frame) throws into the
+    // adapter, fails the run, and leaves no gap before the failure.
+    const send: Send = (event) => {
+      emit({ ...event, runId, seq: seq + 1, timestampMs: this.#clock.now() } as RunEvent);
+      seq++;
+    };
     const startedAtMs = this.#clock.now();
     const traceId = traceIdOf(input.traceParent);
     let resolved;
@@ -295,10 +311,7 @@ export class NodeCore {
     return {
       output: (text: string) => {
         if (signal.aborted || text === "") return;
-        if (run.firstOutputAtMs === undefined) {
-          run.firstOutputAtMs = this.#clock.now();
-          run.span?.event(FIRST_TOKEN_EVENT);
-        }
+        this.#firstOutput(run);
         if (run.summary.length < SUMMARY_CHARS) {
           run.summary += text.slice(0, SUMMARY_CHARS - run.summary.length);
         }
@@ -313,11 +326,18 @@ export class NodeCore {
       },
       embedding: (index: number, values: number[]) => {
         if (signal.aborted) return;
-        run.firstOutputAtMs ??= this.#clock.now();
-        if (run.embeddings++ === 0) run.embeddingValues = values.length;
+        this.#firstOutput(run);
         run.send({ type: "embedding", index, values });
+        if (run.embeddings++ === 0) run.embeddingValues = values.length;
       },
     };
+  }
+
+  /** Marks the run's first output (a delta or a vector): its time, and its span's event. */
+  #firstOutput(run: RunState): void {
+    if (run.firstOutputAtMs !== undefined) return;
+    run.firstOutputAtMs = this.#clock.now();
+    run.span?.event(FIRST_TOKEN_EVENT);
   }
 
   /** Adds a piece to the run's kept output, up to the cap; the rest is only marked as cut. */
@@ -397,6 +417,7 @@ export class NodeCore {
     outcome: Parameters<RunStore["completeRun"]>[1],
   ): void {
     const { runId, startedAtMs } = run;
+    this.#endedCounts[outcome.status]++;
     // An embedding run's vectors went to the Edge; its history keeps what they were.
     outcome.output = run.embeddings > 0 ? summaryOf(run) : run.output.join("");
     outcome.outputTruncated = run.outputTruncated;

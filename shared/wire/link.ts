@@ -133,7 +133,12 @@ export function tlsLink(socket: tls.TLSSocket): ByteLink {
     peerIds,
     read,
     write,
-    close: () => void socket.destroy(),
+    // destroy() drops what the socket still buffers (a stopping node's last run events, sent
+    // just before it closes): with bytes pending, end() sends them and the FIN first.
+    close: () => {
+      if (socket.writableLength === 0) socket.destroy();
+      else socket.end(() => socket.destroy());
+    },
   };
 }
 

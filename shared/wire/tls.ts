@@ -25,6 +25,12 @@
 import type { ConfigReader } from "../config.ts";
 import { ConfigError } from "../config.ts";
 
+/**
+ * What an Edge enrollment rule may be named, and so what `iop://enroll/<rule>` may carry: the
+ * Edge's config and `deno task certs --enroll` check the same rule.
+ */
+export const ENROLLMENT_RULE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
 /** PEM material of a dialing side. */
 export interface DialTls {
   /** Trusted CA certificates; replaces, not extends, the public roots. */

@@ -37,7 +37,7 @@ export function formatNodes(status: StatusSnapshot): string {
     status.nodes.map((n) => [
       n.id,
       n.alias || "-",
-      n.connected ? (n.draining ? "draining" : "connected") : "offline",
+      n.connected ? (n.stopping ? "stopping" : n.draining ? "draining" : "connected") : "offline",
       n.version || "-",
       configVersionOf(n),
       n.hostname || "-",

@@ -3,7 +3,7 @@
  * its own record (its token; with mutual TLS a certificate naming `iop://node/<id>`), any other
  * by an enrollment rule (`enrollment.ts`). A listed id is never enrolled. A refusal carries the
  * reason the node is told and logs, and a code from a small fixed set for the refusal metric;
- * no reason ever carries a token.
+ * no reason ever carries a token, and a claimed id is shown clipped (`shownId`).
  * @module
  */
 import { secretMatches } from "../../../shared/secrets.ts";
@@ -32,34 +32,65 @@ export type RefusalCode =
   | "rule_full"
   /** A node enrolled under that id is connected (or registering) now. */
   | "duplicate"
+  /** The id's enrolled record is bound to the node that enrolled (its node key or certificate). */
+  | "id_held"
   /** The enrolled record's id, alias or a provider id is already another node's. */
   | "name_taken"
   /** The rule's template cannot be expanded for this id. */
   | "template";
 
+/** Refusals that may pass on a retry soon: the node retries at its usual pace and warns. */
+const TEMPORARY_REFUSALS: ReadonlySet<RefusalCode> = new Set(["duplicate", "rule_full"]);
+
+/** True when a registration refused with `code` may pass when the node retries soon. */
+export function isTemporaryRefusal(code: RefusalCode): boolean {
+  return TEMPORARY_REFUSALS.has(code);
+}
+
 /** What a registering node claims, and what its TLS link shows. */
 export interface RegistrationClaim {
   nodeId: string;
   token: string;
+  /** The node's own secret (`RegisterRequest.node_key`); empty when it sent none. */
+  nodeKey: string;
   /** The `role/id` identities of its client certificate (`peerIdentities`). */
   peerIds: readonly string[];
   /** Client certificates are required on this wire. */
   mutualTls: boolean;
 }
 
+/**
+ * An admitted node's hold on its id, from its admission to its disconnection. For an enrolled
+ * node it moves the enrollment entry along (registering → connected → disconnected); it acts
+ * only while it is the entry's latest admission, so a late call from an earlier connection
+ * leaves a newer one alone. A listed node's seat does nothing.
+ */
+export interface Seat {
+  /** The node's registration answer went out and the service took the node. */
+  connected(): void;
+  /** The node never got connected, or its connection ended: the id is free again. */
+  release(): void;
+}
+
+/** The seat of a listed node. */
+export const LISTED_SEAT: Seat = Object.freeze({ connected: () => {}, release: () => {} });
+
 /** The verdict on a registration. */
 export type Admission =
-  | {
-    ok: true;
-    record: NodeRecord;
-    /** Call when the node never got connected (its answer could not be sent). */
-    release: () => void;
-  }
+  | { ok: true; record: NodeRecord; seat: Seat }
   | { ok: false; code: RefusalCode; reason: string };
 
 /** A refusal. */
 export function refused(code: RefusalCode, reason: string): Admission {
   return { ok: false, code, reason };
+}
+
+/** Longest claimed id shown whole in a reason or a log (the longest id a node may enroll). */
+const SHOWN_ID_MAX = 128;
+
+/** A claimed id as reasons and logs show it: clipped, since a peer may claim 16 KiB of one. */
+export function shownId(id: string): string {
+  return id.length <= SHOWN_ID_MAX ? id : `${id.slice(0, SHOWN_ID_MAX)}… (${id.length} chars)`;
 }
 
 /**
@@ -80,5 +111,5 @@ export function admitNode(
   if (!secretMatches(claim.token, record.token)) {
     return refused("wrong_token", "unknown node token");
   }
-  return { ok: true, record, release: () => {} };
+  return { ok: true, record, seat: LISTED_SEAT };
 }

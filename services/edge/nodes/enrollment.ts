@@ -12,6 +12,19 @@
  * - A node enrolled under an id that is connected (or registering) is refused: the rule's token is
  *   shared, so a second holder must not take over a running node's id. The node retries; once
  *   the first connection ends (at the latest after three missed heartbeats) it gets in.
+ *
+ * Who may come back under an enrolled id: the rule's token (and its `enroll/<rule>` certificate)
+ * are shared by all its nodes, so they cannot tell one node from another. A kept record is
+ * therefore bound to what only the node that enrolled showed: its node key
+ * (`RegisterRequest.node_key`, a random secret each Node keeps in its state directory; stored
+ * here as a hash) and, when it showed one, a certificate naming `iop://node/<id>`. A
+ * registration under that id must show both again until the record goes; another holder of the
+ * rule's token is refused (`id_held`), even during a blip of the real node. Limits: the first
+ * node to claim a free id holds it (the rule's token is all it takes, so rules should admit only
+ * the ids of their hosts); a node that lost its key file is refused until its record goes
+ * (`retain_disconnected_ms` after it disconnected; a reload that drops the record frees it at
+ * once); a node that sends no key (an older Node) binds its record only by a node certificate,
+ * and without one any holder of the rule's token can take the id while it is disconnected.
  * - A disconnected node keeps its record (shown as disconnected) for the rule's
  *   `retain_disconnected_ms`, then the record goes at the next registration, status read or
  *   reload.
@@ -22,17 +35,18 @@
  * @module
  */
 import type { Logger } from "../../../shared/log.ts";
-import { secretMatches } from "../../../shared/secrets.ts";
-import { identityRefusal } from "../../../shared/wire/tls.ts";
-import {
-  type EdgeConfig,
-  enrolledRecord,
-  type EnrollmentRule,
-  type NodeRecord,
-} from "../config.ts";
+import { hashSecret, secretMatches } from "../../../shared/secrets.ts";
+import type { EdgeConfig, EnrollmentRule, NodeRecord } from "../config.ts";
 import type { EdgeMetrics } from "../edge_metrics.ts";
 import { matchesPattern } from "../tenants/tenant.ts";
-import { type Admission, refused, type RegistrationClaim } from "./admission.ts";
+import {
+  type Admission,
+  refused,
+  type RegistrationClaim,
+  type Seat,
+  shownId,
+} from "./admission.ts";
+import { enrolledRecord } from "./enrollment_config.ts";
 import { ENROLLABLE_ID } from "./enrollment_template.ts";
 import type { NodeStore } from "./node_store.ts";
 
@@ -48,6 +62,7 @@ export interface EnrollmentOptions {
 }
 
 interface Entry {
+  id: string;
   rule: string;
   record: NodeRecord;
   /** `pending`: admitted, its answer on the way; the id is taken as if connected. */
@@ -55,6 +70,17 @@ interface Entry {
   enrolledAtMs: number;
   /** When it disconnected; meaningful in state `disconnected`. */
   disconnectedAtMs: number;
+  /** It enrolled showing a certificate naming `iop://node/<id>`: a readmission must show it. */
+  nodeCertificate: boolean;
+  /** The hash of the node key it enrolled with; a readmission must present that key. */
+  nodeKeyHash: string | undefined;
+  /** Counts its admissions: only the seat of the latest one moves it. */
+  admissions: number;
+}
+
+/** What a node holding no rule's token is told, whether or not a rule admits its id. */
+function unknown(id: string): Admission {
+  return refused("unknown_node", `unknown node id '${shownId(id)}' or wrong node token`);
 }
 
 /** The enrolled nodes of one Edge and the rules in force. */
@@ -88,45 +114,54 @@ export class Enrollment {
 
   /**
    * Admits an unlisted node by a rule, or says why not; `store` is the snapshot in force (listed
-   * and enrolled records), for the names an enrolled record must not take.
+   * and enrolled records), for the names an enrolled record must not take. Only a peer holding
+   * a rule's token (and, with mutual TLS, a certificate for the id or that rule) learns anything
+   * of the rules: the others are told the same whether or not a rule admits the id.
    */
   admit(claim: RegistrationClaim, store: NodeStore): Admission {
     this.prune();
     const id = claim.nodeId;
+    const rules = this.#config.enrollment;
+    // The shape first: it bounds the id that the patterns are matched against.
+    if (!ENROLLABLE_ID.test(id)) {
+      if (!rules.some((r) => secretMatches(claim.token, r.token))) return unknown(id);
+      return refused(
+        "invalid_id",
+        `node id '${shownId(id)}' cannot be enrolled: it must be 1 to 128 letters, digits, ` +
+          `'.', '_' or '-', starting with a letter or digit`,
+      );
+    }
     const existing = this.#entries.get(id);
-    const matching = this.#config.enrollment.filter((r) =>
+    const matching = rules.filter((r) =>
       matchesPattern(r.nodeIds, id) && (!existing || existing.rule === r.name)
     );
+    // The certificate first: a node certificate for this id, or the enrollment certificate of
+    // a rule that admits it; the token is then checked against those rules only.
+    const nodeCertificate = claim.mutualTls && claim.peerIds.includes(`node/${id}`);
+    const shows = (r: EnrollmentRule) =>
+      !claim.mutualTls || nodeCertificate || claim.peerIds.includes(`enroll/${r.name}`);
     if (matching.length === 0) {
-      // The patterns are shown only to a holder of the rule's token.
-      const holder = this.#config.enrollment.find((r) => secretMatches(claim.token, r.token));
-      return holder
-        ? refused(
+      // The patterns are shown only to a holder of a rule's token and certificate.
+      const holder = rules.find((r) => shows(r) && secretMatches(claim.token, r.token));
+      if (holder) {
+        return refused(
           "id_not_admitted",
           `node id '${id}' is not admitted by enrollment rule '${holder.name}' ` +
             `(node_ids: ${holder.nodeIds.join(", ")})`,
-        )
-        : refused("unknown_node", `unknown node id '${id}'`);
+        );
+      }
+      return claim.mutualTls && !nodeCertificate ? this.#wrongCertificate(claim) : unknown(id);
     }
-    if (!ENROLLABLE_ID.test(id)) {
-      return refused(
-        "invalid_id",
-        `node id '${id}' cannot be enrolled: it must be 1 to 128 letters, digits, '.', '_' or ` +
-          `'-', starting with a letter or digit`,
-      );
-    }
-    // The certificate first: a node certificate for this id, or the enrollment certificate of
-    // a rule that admits it; the token is then checked against those rules only.
-    const shown = (r: EnrollmentRule) => claim.peerIds.includes(`enroll/${r.name}`);
-    const allowed = !claim.mutualTls || claim.peerIds.includes(`node/${id}`)
-      ? matching
-      : matching.filter(shown);
-    if (allowed.length === 0) {
-      const alternatives = matching.map((r) => `enroll/${r.name}`);
-      return refused("certificate", identityRefusal(claim, true, "node", id, alternatives)!);
-    }
+    const allowed = matching.filter(shows);
+    if (allowed.length === 0) return this.#wrongCertificate(claim);
     const rule = allowed.find((r) => secretMatches(claim.token, r.token));
-    if (!rule) return refused("wrong_token", "unknown node token");
+    if (!rule) {
+      return refused("wrong_token", `unknown node id '${id}' or wrong node token`);
+    }
+    if (existing) {
+      const held = heldBy(existing, claim, nodeCertificate);
+      if (held) return held;
+    }
     if (existing && existing.state !== "disconnected") {
       return refused(
         "duplicate",
@@ -134,15 +169,31 @@ export class Enrollment {
           `cannot take its id while the first is connected`,
       );
     }
-    return existing ? this.#readmit(existing) : this.#enroll(rule, id, store);
+    return existing ? this.#readmit(existing) : this.#enroll(rule, claim, nodeCertificate, store);
+  }
+
+  /** The certificate names neither the id nor a rule admitting it (which rules, it is not told). */
+  #wrongCertificate(claim: RegistrationClaim): Admission {
+    const shown = claim.peerIds.length > 0 ? claim.peerIds.join(", ") : "no iop:// identity";
+    return refused(
+      "certificate",
+      `client certificate is not for node '${claim.nodeId}' nor for an enrollment rule ` +
+        `admitting it (it names ${shown})`,
+    );
   }
 
   #readmit(entry: Entry): Admission {
     entry.state = "pending";
-    return { ok: true, record: entry.record, release: () => this.disconnected(entry.record.id) };
+    return { ok: true, record: entry.record, seat: this.#seat(entry) };
   }
 
-  #enroll(rule: EnrollmentRule, id: string, store: NodeStore): Admission {
+  #enroll(
+    rule: EnrollmentRule,
+    claim: RegistrationClaim,
+    nodeCertificate: boolean,
+    store: NodeStore,
+  ): Admission {
+    const id = claim.nodeId;
     const ofRule = [...this.#entries.values()].filter((e) => e.rule === rule.name);
     const away = ofRule.filter((e) => e.state === "disconnected")
       .sort((a, b) => a.disconnectedAtMs - b.disconnectedAtMs)[0];
@@ -165,37 +216,50 @@ export class Enrollment {
     const clash = nameClash(record, store.list().filter((n) => n.id !== id));
     if (clash) return refused("name_taken", `cannot enroll node '${id}': ${clash}`);
     if (ofRule.length >= rule.maxNodes && away) {
-      this.#entries.delete(away.record.id);
+      this.#entries.delete(away.id);
       this.#logger.info("enrolled node record dropped to make room", {
-        node_id: away.record.id,
+        node_id: away.id,
         rule: rule.name,
       });
     }
     const entry: Entry = {
+      id,
       rule: rule.name,
       record,
       state: "pending",
       enrolledAtMs: this.#now(),
       disconnectedAtMs: 0,
+      nodeCertificate,
+      nodeKeyHash: claim.nodeKey === "" ? undefined : hashSecret(claim.nodeKey),
+      admissions: 0,
     };
     this.#entries.set(id, entry);
-    this.#logger.info("node enrolled", { node_id: id, rule: rule.name });
+    this.#logger.info("node enrolled", {
+      node_id: id,
+      rule: rule.name,
+      bound_to: [
+        ...(nodeCertificate ? ["node certificate"] : []),
+        ...(entry.nodeKeyHash ? ["node key"] : []),
+      ].join(", ") || "nothing",
+    });
     this.#changed();
-    return { ok: true, record, release: () => this.disconnected(id) };
+    return { ok: true, record, seat: this.#seat(entry) };
   }
 
-  /** The enrolled node with this id is connected (no-op for a listed node). */
-  connected(id: string): void {
-    const entry = this.#entries.get(id);
-    if (entry) entry.state = "connected";
-  }
-
-  /** The enrolled node with this id disconnected: its record is kept for a while. */
-  disconnected(id: string): void {
-    const entry = this.#entries.get(id);
-    if (!entry || entry.state === "disconnected") return;
-    entry.state = "disconnected";
-    entry.disconnectedAtMs = this.#now();
+  /** The seat of the entry's admission just made (see {@linkcode Seat}). */
+  #seat(entry: Entry): Seat {
+    const admission = ++entry.admissions;
+    const current = () => this.#entries.get(entry.id) === entry && entry.admissions === admission;
+    return {
+      connected: () => {
+        if (current() && entry.state === "pending") entry.state = "connected";
+      },
+      release: () => {
+        if (!current() || entry.state === "disconnected") return;
+        entry.state = "disconnected";
+        entry.disconnectedAtMs = this.#now();
+      },
+    };
   }
 
   /** Removes the records of nodes disconnected longer than their rule keeps them. */
@@ -232,7 +296,7 @@ export class Enrollment {
     );
     const perRule = new Map<string, number>();
     for (const entry of order) {
-      const id = entry.record.id;
+      const id = entry.id;
       const rule = file.enrollment.find((r) => r.name === entry.rule);
       let why: string | undefined;
       if (!rule) why = "its enrollment rule was removed";
@@ -288,4 +352,27 @@ function nameClash(record: NodeRecord, others: readonly NodeRecord[]): string | 
   const providers = new Set(others.flatMap((n) => n.providers.map((p) => p.id)));
   const taken = record.providers.find((p) => providers.has(p.id));
   return taken ? `provider id '${taken.id}' is already another node's` : undefined;
+}
+
+/**
+ * The refusal of a claim on a kept record that does not show what its node enrolled with: the
+ * node certificate, the node key; undefined when it shows both (or the record is bound to
+ * neither).
+ */
+function heldBy(
+  entry: Entry,
+  claim: RegistrationClaim,
+  nodeCertificate: boolean,
+): Admission | undefined {
+  const missing = [
+    ...(entry.nodeCertificate && !nodeCertificate ? ["certificate naming iop://node/<id>"] : []),
+    ...(entry.nodeKeyHash && !secretMatches(claim.nodeKey, entry.nodeKeyHash) ? ["node key"] : []),
+  ];
+  if (missing.length === 0) return undefined;
+  return refused(
+    "id_held",
+    `node id '${entry.id}' is held by the node that enrolled under it (rule '${entry.rule}'): ` +
+      `a registration under it must show that node's ${missing.join(" and ")} until its record ` +
+      `goes (the rule's retain_disconnected_ms after it disconnected)`,
+  );
 }

@@ -2,7 +2,7 @@
  * The `{node}` placeholder of enrollment templates: a rule's `template` (the keys of a `nodes[]`
  * entry minus `id` and `token`) is written once and expanded for each node that enrolls under
  * the rule by replacing `{node}` with the node's id in every string of it, keys excepted.
- * Parsing the expanded template is the config's job (`enrolledRecord` in `config.ts`).
+ * Parsing the expanded template is the config's job (`enrolledRecord` in `enrollment_config.ts`).
  * @module
  */
 

@@ -1,18 +1,13 @@
 /**
  * Pre-registered node records, loaded once per config snapshot and never changed afterwards;
- * a reload builds a new store. Checks a registering node's id and token, and looks records up by
- * id or alias. A record's token is plain or `sha256:<hex>`; two records may not stand for the
- * same secret, however each stores it, except nodes enrolled under one rule, which share the
- * rule's token.
+ * a reload builds a new store. Looks records up by id or alias (`admission.ts` checks a
+ * registering node against its record). A record's token is plain or `sha256:<hex>`; two records
+ * may not stand for the same secret, however each stores it, except nodes enrolled under one
+ * rule, which share the rule's token.
  * @module
  */
-import { secretFingerprint, secretMatches, storedSecretProblem } from "../../../shared/secrets.ts";
+import { secretFingerprint, storedSecretProblem } from "../../../shared/secrets.ts";
 import type { NodeRecord } from "../config.ts";
-
-/** What {@linkcode NodeStore.authenticate} found for a registering node's claim. */
-export type NodeAuthentication =
-  | { ok: true; record: NodeRecord }
-  | { ok: false; problem: "unknown_node" | "wrong_token" };
 
 /** An immutable set of node records with unique ids, aliases and tokens. */
 export class NodeStore {
@@ -52,18 +47,6 @@ export class NodeStore {
       for (const name of cli) this.#cliAdapters.add(name);
     }
     this.#records = Object.freeze([...records]);
-  }
-
-  /**
-   * Checks a registering node's claim: the record of the id it claims (never an alias), when the
-   * token it presents is that record's (compared in constant time; an empty one never matches).
-   */
-  authenticate(nodeId: string, token: string): NodeAuthentication {
-    const record = this.#byId.get(nodeId);
-    if (!record) return { ok: false, problem: "unknown_node" };
-    return secretMatches(token, record.token)
-      ? { ok: true, record }
-      : { ok: false, problem: "wrong_token" };
   }
 
   /** The record with this id (never an alias). */

@@ -22,27 +22,6 @@ Deno.test("a record is found by its id and its alias", () => {
   assert.equal(store.byName("nope"), undefined);
 });
 
-Deno.test("authenticate() accepts a node presenting its own id and token", () => {
-  const a = record("a");
-  const store = new NodeStore([a, record("b")]);
-  assert.deepEqual(store.authenticate("a", "a-token"), { ok: true, record: a });
-});
-
-Deno.test("authenticate() accepts the plain token of a record that stores its sha256: hash", () => {
-  const a = record("a", { token: hashSecret("plain-a") });
-  const store = new NodeStore([a]);
-  assert.deepEqual(store.authenticate("a", "plain-a"), { ok: true, record: a });
-  assert.deepEqual(store.authenticate("a", a.token), { ok: false, problem: "wrong_token" });
-});
-
-Deno.test("authenticate() refuses another node's token, an empty one and an unknown id", () => {
-  const store = new NodeStore([record("a", { alias: "gpu" }), record("b")]);
-  assert.deepEqual(store.authenticate("a", "b-token"), { ok: false, problem: "wrong_token" });
-  assert.deepEqual(store.authenticate("a", ""), { ok: false, problem: "wrong_token" });
-  assert.deepEqual(store.authenticate("x", "a-token"), { ok: false, problem: "unknown_node" });
-  assert.deepEqual(store.authenticate("gpu", "a-token"), { ok: false, problem: "unknown_node" });
-});
-
 Deno.test("an empty id is refused at load", () => {
   assert.throws(
     () => new NodeStore([record(" ", { token: "t" })]),

@@ -5,6 +5,7 @@
  */
 import type { NodeRecord } from "../config.ts";
 import type { NodeLink } from "../ports.ts";
+import type { Seat } from "./admission.ts";
 
 /**
  * One connected node. The service updates the counters; the transport owns the link. `alias` and
@@ -21,7 +22,15 @@ export interface NodeSession {
   readonly connectedAtMs: number;
   lastSeenMs: number;
   inFlight: number;
+  /** No new run goes to it: an operator drained it, or it is stopping (`stopping`). */
   draining: boolean;
+  /**
+   * The node said on this link that it is stopping (EdgeNodeEvent.draining): it drains itself
+   * and refuses new runs, so an operator cannot undrain it. Absent: false.
+   */
+  stopping?: boolean;
+  /** Its hold on its id (an enrolled node's entry follows it); absent: it holds none. */
+  seat?: Seat;
   /** Adapters the node built from its config (from its config_applied report). */
   adapters: string[];
   /**

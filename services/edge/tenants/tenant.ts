@@ -175,26 +175,33 @@ function readPatterns(r: ConfigReader, key: string): string[] {
   return patterns;
 }
 
-/** Wildcard patterns compiled once: they come from the config, so the cache stays bounded. */
-const compiled = new Map<string, RegExp>();
-
-function patternRegExp(pattern: string): RegExp {
-  let re = compiled.get(pattern);
-  if (!re) {
-    const parts = pattern.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&"));
-    re = new RegExp(`^${parts.join(".*")}$`);
-    compiled.set(pattern, re);
-  }
-  return re;
+/**
+ * True when `name` matches one of `patterns` (`*` matches any run of characters, none too).
+ * Matched without backtracking, so a pattern from the config with many stars cannot be made to
+ * take long by a long name from a peer: the literal pieces between the stars are found left to
+ * right, each at its first place after the one before (the first leftmost place is always as
+ * good as any later one), with the first piece anchored at the start and the last at the end.
+ */
+export function matchesPattern(patterns: readonly string[], name: string): boolean {
+  return patterns.some((p) => globMatches(p, name));
 }
 
-/** True when `name` matches one of `patterns` (`*` matches any run of characters). */
-export function matchesPattern(patterns: readonly string[], name: string): boolean {
-  return patterns.some((p) => {
-    if (p === "*") return true;
-    if (!p.includes("*")) return p === name;
-    return patternRegExp(p).test(name);
-  });
+function globMatches(pattern: string, name: string): boolean {
+  const pieces = pattern.split("*");
+  if (pieces.length === 1) return pattern === name;
+  const first = pieces[0]!;
+  const last = pieces[pieces.length - 1]!;
+  if (first.length + last.length > name.length) return false;
+  if (!name.startsWith(first) || !name.endsWith(last)) return false;
+  let at = first.length;
+  const end = name.length - last.length;
+  for (const piece of pieces.slice(1, -1)) {
+    if (piece === "") continue;
+    const found = name.indexOf(piece, at);
+    if (found < 0 || found + piece.length > end) return false;
+    at = found + piece.length;
+  }
+  return true;
 }
 
 /** True when `tenant` may use the model whose name and aliases are given. */

@@ -106,3 +106,31 @@ Deno.test("model patterns match names and aliases, with * as a wildcard", () => 
   assert.ok(mayUseModel(tenant, { name: "llama3", aliases: ["fast"] }));
   assert.ok(!mayUseModel(tenant, { name: "llama3", aliases: [] }));
 });
+
+Deno.test("patterns anchor at both ends, a star may match nothing, and pieces do not overlap", () => {
+  const cases: [string, string, boolean][] = [
+    ["a*", "a", true],
+    ["*a", "a", true],
+    ["a*a", "a", false],
+    ["a*a", "aa", true],
+    ["a**b", "ab", true],
+    ["gpu-*-x", "gpu--x", true],
+    ["gpu-*-x", "gpu-x", false],
+    ["*-*-*-x", "a-b-c-x", true],
+    ["*-*-*-x", "a-b-c-xy", false],
+    ["*ab*ba*", "aba", false],
+    ["*ab*ba*", "abba", true],
+    ["n?", "n?", true],
+    ["n(1|2)", "n1", false],
+  ];
+  for (const [pattern, name, expected] of cases) {
+    assert.equal(matchesPattern([pattern], name), expected, `${pattern} vs ${name}`);
+  }
+});
+
+Deno.test("a pattern of many stars against a long name that almost matches answers at once", () => {
+  // As a backtracking regular expression (`^.*-.*-.*-.*-.*-x$`) this takes hours.
+  const name = "-".repeat(50_000);
+  assert.equal(matchesPattern(["*-*-*-*-*-x"], name), false);
+  assert.equal(matchesPattern(["*-*-*-*-*-x"], `${name}x`), true);
+});

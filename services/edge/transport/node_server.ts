@@ -6,6 +6,7 @@
  */
 import { create } from "@bufbuild/protobuf";
 import {
+  type EdgeNodeEvent,
   type NodeCommandRequest,
   NodeCommandRequestSchema,
   type NodeCommandResponse,
@@ -16,14 +17,25 @@ import {
 import { IopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { fromWireError, fromWireRunEvent, toRunRequest } from "../../../shared/run_codec.ts";
-import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
+import {
+  FrameConnection,
+  OversizeSendError,
+  type WireMetrics,
+} from "../../../shared/wire/connection.ts";
 import { FrameError } from "../../../shared/wire/frame.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
 import type { ListenTls } from "../../../shared/wire/tls.ts";
 import { PendingRequests } from "../../../shared/wire/pending.ts";
 import type { EdgeMetrics } from "../edge_metrics.ts";
-import { type Admission, admitNode, type RefusalCode, refused } from "../nodes/admission.ts";
+import {
+  type Admission,
+  admitNode,
+  isTemporaryRefusal,
+  type RefusalCode,
+  refused,
+  shownId,
+} from "../nodes/admission.ts";
 import { buildNodeConfigPayload, type PayloadSettings } from "../nodes/mapper.ts";
 import type { NodeSession } from "../nodes/registry.ts";
 import type { NodeCommand, NodeCommandResult, NodeLink } from "../ports.ts";
@@ -86,7 +98,7 @@ async function serveNode(
   options: NodeServerOptions,
   admitted: () => void,
 ): Promise<void> {
-  const { service, logger } = options;
+  const { service } = options;
   // With client certificates required, a node may register only under the id its certificate
   // names, whatever token it holds.
   const mutualTls = options.tls?.clientCa !== undefined;
@@ -104,11 +116,43 @@ async function serveNode(
   const verdict = checkRegistration(request, conn.link.peerIds, mutualTls, service);
   if (!verdict.ok) {
     await conn.send(create(NodeEnvelopeSchema, {
-      msg: { case: "registerResponse", value: { accepted: false, reason: verdict.reason } },
+      msg: {
+        case: "registerResponse",
+        value: {
+          accepted: false,
+          reason: verdict.reason,
+          retryable: isTemporaryRefusal(verdict.code),
+        },
+      },
     })).catch(() => {});
     refuse(conn, options, verdict.reason, verdict.code, request.nodeId);
     return;
   }
+  const pending = new PendingRequests<NodeCommandResponse>();
+  let session: NodeSession;
+  try {
+    session = await acceptNode(conn, { request, verdict, pending }, options, admitted);
+  } catch (err) {
+    // Until the service took the node, the id it was admitted under is free again.
+    verdict.seat.release();
+    throw err;
+  }
+  await serveSession(conn, { session, pending, messages }, options);
+}
+
+/** Answers an admitted node with its configuration and hands it to the service. */
+async function acceptNode(
+  conn: Conn,
+  { request, verdict, pending }: {
+    request: RegisterRequest;
+    verdict: Extract<Admission, { ok: true }>;
+    pending: PendingRequests<NodeCommandResponse>;
+  },
+  options: NodeServerOptions,
+  admitted: () => void,
+): Promise<NodeSession> {
+  const { service } = options;
+  const wire = service.config.wire;
   const record = verdict.record;
   // The connection keeps the interval it started with; a reload changes it for new ones.
   const payloadSettings = { heartbeatIntervalMs: wire.heartbeatIntervalMs };
@@ -123,26 +167,39 @@ async function serveNode(
         configVersion: BigInt(configVersion),
       },
     },
-  })).catch((err) => {
-    verdict.release(); // an enrolled node's id is free again
-    throw err;
-  });
+  }));
   options.metrics?.registrations.labels("accepted").inc();
   conn.maxFrameBytes = wire.maxFrameBytes;
+  // A node drops its link for a frame over its limit (the same setting on its side): a run too
+  // large for it is refused here instead, and every other run on the link goes on.
+  conn.maxSendBytes = wire.maxFrameBytes;
   admitted();
-
-  const pending = new PendingRequests<NodeCommandResponse>();
-  const link = createLink(conn, pending, payloadSettings);
-  const session = service.nodeConnected({
+  return service.nodeConnected({
     record,
-    link,
+    link: createLink(conn, pending, payloadSettings),
+    seat: verdict.seat,
     version: request.version,
     hostname: request.host?.hostname ?? "",
     configVersion,
   });
+}
+
+/** Serves a registered node's link until it closes. */
+async function serveSession(
+  conn: Conn,
+  { session, pending, messages }: {
+    session: NodeSession;
+    pending: PendingRequests<NodeCommandResponse>;
+    messages: AsyncGenerator<NodeEnvelope>;
+  },
+  options: NodeServerOptions,
+): Promise<void> {
+  const { service, logger } = options;
+  const wire = service.config.wire;
+  const record = session.record;
   const log = logger.with({ node_id: record.id, remote: conn.remote });
   log.info("node registered", {
-    version: request.version,
+    version: session.version,
     ...(record.enrolledBy ? { rule: record.enrolledBy } : {}),
   });
 
@@ -220,7 +277,13 @@ function checkRegistration(
       `unsupported protocol version ${request.protocolVersion} (edge speaks ${NODE_PROTOCOL_VERSION})`,
     );
   }
-  const claim = { nodeId: request.nodeId, token: request.token, peerIds, mutualTls };
+  const claim = {
+    nodeId: request.nodeId,
+    token: request.token,
+    nodeKey: request.nodeKey,
+    peerIds,
+    mutualTls,
+  };
   return admitNode(claim, service.nodeStore, service.enrollment);
 }
 
@@ -234,8 +297,9 @@ function refuse(
   options.metrics?.registrations.labels("refused").inc();
   options.metrics?.registrationRefusals.labels(code).inc();
   options.logger.warn("node registration refused", {
-    node_id: nodeId,
+    node_id: shownId(nodeId),
     remote: conn.remote,
+    refusal: code,
     reason,
   });
   options.service.publish({ type: "node_refused", atMs: Date.now(), remote: conn.remote, reason });
@@ -270,28 +334,9 @@ function handleMessage(
     case "commandResponse":
       pending.settle(envelope.correlationId, msg.value);
       return undefined;
-    case "nodeEvent": {
-      const ev = msg.value.event;
-      if (ev.case === "configApplied") {
-        service.nodeAdaptersApplied(
-          session,
-          ev.value.adapters,
-          { ...ev.value.rejected },
-          Number(ev.value.version),
-        );
-      } else if (ev.case === "adapterHealth") {
-        service.nodeAdapterHealth(session, ev.value.adapter, ev.value.healthy, ev.value.detail);
-      } else if (ev.case === "draining") {
-        // A stopping node: no new runs go to it; those in flight stream on until they end,
-        // after which its link closing fails nothing.
-        log.info("node draining: it is stopping", {
-          runs_in_flight: ev.value.runsInFlight,
-          deadline_ms: ev.value.deadlineMs,
-        });
-        service.drainNode(session.id, true);
-      }
+    case "nodeEvent":
+      handleNodeEvent(msg.value, session, service, log);
       return undefined;
-    }
     case "registerRequest":
     case "registerResponse":
     case "runRequest":
@@ -305,6 +350,48 @@ function handleMessage(
   return unhandled(msg, "node envelope");
 }
 
+/** Applies a node's lifecycle or status news. */
+function handleNodeEvent(
+  event: EdgeNodeEvent,
+  session: NodeSession,
+  service: EdgeService,
+  log: Logger,
+): void {
+  const ev = event.event;
+  switch (ev.case) {
+    case "configApplied":
+      service.nodeAdaptersApplied(
+        session,
+        ev.value.adapters,
+        { ...ev.value.rejected },
+        Number(ev.value.version),
+      );
+      return;
+    case "adapterHealth":
+      service.nodeAdapterHealth(session, ev.value.adapter, ev.value.healthy, ev.value.detail);
+      return;
+    case "draining":
+      // A stopping node: no new runs go to it; those in flight stream on until they end,
+      // after which its link closing fails nothing. Marked on the session of this link: a
+      // frame from a link a newer connection replaced leaves that newer one alone.
+      log.info("node draining: it is stopping", {
+        runs_in_flight: ev.value.runsInFlight,
+        deadline_ms: ev.value.deadlineMs,
+      });
+      service.nodeStopping(session);
+      return;
+    case "registered":
+    case "disconnected":
+    case undefined:
+      // What the Edge tells the Control Plane about nodes, not news a node sends.
+      log.debug("ignoring a node event the edge does not take from a node", {
+        event: ev.case ?? "empty",
+      });
+      return;
+  }
+  unhandled(ev, "node event");
+}
+
 function createLink(
   conn: Conn,
   pending: PendingRequests<NodeCommandResponse>,
@@ -314,7 +401,15 @@ function createLink(
     run: (runId, input) =>
       conn.send(create(NodeEnvelopeSchema, {
         msg: { case: "runRequest", value: toRunRequest(runId, input) },
-      })),
+      })).catch((err) => {
+        if (!(err instanceof OversizeSendError)) throw err;
+        throw new IopError(
+          "INVALID_ARGUMENT",
+          `Cannot send the run as its request is ${err.bytes} bytes, over the node wire's ` +
+            `limit of ${err.limit} bytes (wire.max_frame_bytes)`,
+          { cause: err },
+        );
+      }),
     cancel: (runId, reason) => {
       conn.send(create(NodeEnvelopeSchema, {
         msg: { case: "cancelRequest", value: { runId, reason } },

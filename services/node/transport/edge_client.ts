@@ -5,25 +5,25 @@
  * The only Node module that speaks NodeEnvelope.
  * @module
  */
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
+  EdgeNodeEventSchema,
   type NodeCommandRequest,
   type NodeCommandResponse,
   NodeCommandResponseSchema,
   type NodeConfigUpdate,
   type NodeEnvelope,
   NodeEnvelopeSchema,
-  type RunEvent as WireRunEvent,
-  RunEventBatchSchema,
 } from "../../../proto/gen/iop/v1/node_pb.ts";
 import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
-import { fromRunRequest, toWireError, toWireRunEvent } from "../../../shared/run_codec.ts";
+import { fromRunRequest, toWireError } from "../../../shared/run_codec.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import type { HealthListener, HealthState } from "../health_monitor.ts";
 import type { NodeCore, RunEventSink } from "../node.ts";
 import { fromConfigPayload, type NodeSettings } from "./config_payload.ts";
+import { eventOutbox } from "./event_outbox.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { dialLink } from "../../../shared/wire/link.ts";
 import { type DialTlsFiles, loadDialTls } from "../../../shared/wire/tls.ts";
@@ -44,6 +44,12 @@ export interface EdgeClientOptions {
   tls: DialTlsFiles | undefined;
   nodeId: string;
   token: string;
+  /**
+   * The node's own secret (`node_key.ts`), sent at every registration: an Edge that enrolls the
+   * node by a rule binds the id to it. Absent: none is sent (the enrolled id is bound to nothing
+   * but a node certificate).
+   */
+  nodeKey?: string;
   version: string;
   core: NodeCore;
   logger: Logger;
@@ -75,7 +81,8 @@ export interface EdgeClient {
   /**
    * Tells the Edge this node is stopping (EdgeNodeEvent.draining), so it routes no new run
    * here; its runs in flight keep streaming and heartbeats go on. Sent at once when registered
-   * and again after a re-registration. `deadlineMs`: how long the node waits for those runs.
+   * and again after a re-registration, then with what is left of the wait. `deadlineMs`: how
+   * long the node waits for those runs.
    */
   announceDraining(deadlineMs: number): void;
   /** Stops reconnecting and closes the link. */
@@ -91,13 +98,20 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
   let registered = false;
   let current: Conn | undefined;
   let wakeSleep: (() => void) | undefined;
-  /** Set once the node drains: the deadline it announced, repeated on every new link. */
-  let drainDeadlineMs: number | undefined;
+  /**
+   * Set once the node drains: when its drain ends (epoch ms). Every new link is told what is
+   * left of it, not the whole wait again.
+   */
+  let drainEndsAtMs: number | undefined;
+  const announceDrain = (conn: Conn) => {
+    if (drainEndsAtMs === undefined) return;
+    sendDraining(conn, options, Math.max(0, drainEndsAtMs - Date.now()));
+  };
 
   const loop = (async () => {
     let delay = initial;
     while (!stopped) {
-      let outcome: "lost" | "refused" | "unreachable" = "unreachable";
+      let outcome: SessionEnd | "unreachable" = "unreachable";
       try {
         // Read per dial, so renewed certificate files are used from the next link on. With TLS
         // the dial returns only once the Edge proved a fleet certificate: no token goes out
@@ -121,7 +135,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
         outcome = await session(conn, options, () => {
           registered = true;
           delay = initial;
-          if (drainDeadlineMs !== undefined) sendDraining(conn, options, drainDeadlineMs);
+          announceDrain(conn);
         });
       } catch (err) {
         if (!stopped) logger.warn("cannot reach edge", { edge: options.edgeAddress, err });
@@ -131,6 +145,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       }
       if (stopped) break;
       await options.core.cancelAll("link to edge lost");
+      // A refusal a human must resolve is retried slowly; a temporary one at the usual pace.
       if (outcome === "refused") delay = max;
       const wait = Math.round(delay * (0.8 + Math.random() * 0.4));
       logger.info("reconnecting to edge", { edge: options.edgeAddress, in_ms: wait });
@@ -151,7 +166,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       return registered;
     },
     announceDraining: (deadlineMs) => {
-      drainDeadlineMs = deadlineMs;
+      drainEndsAtMs = Date.now() + deadlineMs;
       if (registered && current) sendDraining(current, options, deadlineMs);
     },
     stop: async () => {
@@ -168,19 +183,23 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
 
 /** Sends EdgeNodeEvent.draining: this node takes no new runs and finishes its own. */
 function sendDraining(conn: Conn, options: EdgeClientOptions, deadlineMs: number): void {
-  conn.send(create(NodeEnvelopeSchema, {
+  conn.send(nodeEvent(options, {
+    case: "draining",
+    value: { runsInFlight: options.core.inFlight, deadlineMs },
+  })).catch(() => {});
+}
+
+/** The envelope of an EdgeNodeEvent from this node, stamped now. */
+function nodeEvent(
+  options: EdgeClientOptions,
+  event: NonNullable<MessageInitShape<typeof EdgeNodeEventSchema>["event"]>,
+): NodeEnvelope {
+  return create(NodeEnvelopeSchema, {
     msg: {
       case: "nodeEvent",
-      value: {
-        nodeId: options.nodeId,
-        timestampMs: BigInt(Date.now()),
-        event: {
-          case: "draining",
-          value: { runsInFlight: options.core.inFlight, deadlineMs },
-        },
-      },
+      value: { nodeId: options.nodeId, timestampMs: BigInt(Date.now()), event },
     },
-  })).catch(() => {});
+  });
 }
 
 function heartbeatEnvelope(runsInFlight: number) {
@@ -197,11 +216,18 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * How a registered link ended, or why there was none: `refused` needs a human (a wrong token,
+ * an unknown id), `refused_for_now` may pass soon (the id's node still connected, a full
+ * enrollment rule).
+ */
+type SessionEnd = "lost" | "refused" | "refused_for_now";
+
 async function session(
   conn: Conn,
   options: EdgeClientOptions,
   onRegistered: () => void,
-): Promise<"lost" | "refused"> {
+): Promise<SessionEnd> {
   const { core, logger } = options;
   const messages = conn.messages();
   await conn.send(create(NodeEnvelopeSchema, {
@@ -210,6 +236,7 @@ async function session(
       value: {
         nodeId: options.nodeId,
         token: options.token,
+        nodeKey: options.nodeKey ?? "",
         version: options.version,
         protocolVersion: NODE_PROTOCOL_VERSION,
         host: {
@@ -235,12 +262,22 @@ async function session(
   }
   const answer = first.value.msg.value;
   if (!answer.accepted || !answer.config) {
-    logger.error("edge refused registration", { node_id: options.nodeId, reason: answer.reason });
+    const fields = { node_id: options.nodeId, reason: answer.reason };
     conn.close("registration refused");
+    if (answer.retryable) {
+      logger.warn("edge refused registration for now; retrying", fields);
+      return "refused_for_now";
+    }
+    logger.error("edge refused registration", fields);
     return "refused";
   }
   onRegistered();
-  const outbox = eventOutbox(conn, answer.acceptsEventBatches);
+  const outbox = eventOutbox((msg) => {
+    conn.send(create(NodeEnvelopeSchema, { msg })).catch(() => {});
+  }, {
+    batches: answer.acceptsEventBatches,
+    maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+  });
   const state: LinkState = { configVersion: answer.configVersion };
   const payload = fromConfigPayload(answer.config);
   const applied = applyPayload(payload, options);
@@ -306,16 +343,7 @@ function reportApplied(
   applied: { adapters: string[]; rejected: Record<string, string> },
   version: bigint,
 ): Promise<void> {
-  return conn.send(create(NodeEnvelopeSchema, {
-    msg: {
-      case: "nodeEvent",
-      value: {
-        nodeId: options.nodeId,
-        timestampMs: BigInt(Date.now()),
-        event: { case: "configApplied", value: { ...applied, version } },
-      },
-    },
-  }));
+  return conn.send(nodeEvent(options, { case: "configApplied", value: { ...applied, version } }));
 }
 
 /**
@@ -372,38 +400,8 @@ function sendFullHealth(conn: Conn, options: EdgeClientOptions): void {
 
 function sendHealth(conn: Conn, options: EdgeClientOptions, adapter: string, state: HealthState) {
   if (conn.isClosed) return;
-  conn.send(create(NodeEnvelopeSchema, {
-    msg: {
-      case: "nodeEvent",
-      value: {
-        nodeId: options.nodeId,
-        timestampMs: BigInt(Date.now()),
-        event: { case: "adapterHealth", value: { adapter, ...state } },
-      },
-    },
-  })).catch(() => {});
-}
-
-/**
- * Sends run events in order. Those emitted in one task (the deltas of one backend read, or a
- * run's usage and completion) leave as one RunEventBatch frame when the Edge accepts batches.
- */
-function eventOutbox(conn: Conn, batches: boolean): RunEventSink {
-  let pending: WireRunEvent[] = [];
-  const send = (msg: NodeEnvelope["msg"]) => {
-    conn.send(create(NodeEnvelopeSchema, { msg })).catch(() => {});
-  };
-  const flush = () => {
-    const events = pending;
-    pending = [];
-    if (events.length === 1) send({ case: "runEvent", value: events[0]! });
-    else send({ case: "runEvents", value: create(RunEventBatchSchema, { events }) });
-  };
-  return (event) => {
-    const wire = toWireRunEvent(event);
-    if (!batches) send({ case: "runEvent", value: wire });
-    else if (pending.push(wire) === 1) queueMicrotask(flush);
-  };
+  conn.send(nodeEvent(options, { case: "adapterHealth", value: { adapter, ...state } }))
+    .catch(() => {});
 }
 
 function handle(

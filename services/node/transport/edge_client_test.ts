@@ -40,10 +40,15 @@ const POLICY: NodePolicy = {
   isDefault: false,
 };
 
-/** Registers one node with a fake Edge, runs one mock run, and returns the frames it sent. */
+/**
+ * Registers one node with a fake Edge, runs one run, and returns the frames it sent until the
+ * run ended. `maxFrameBytes` is the frame limit of both ends (the Edge closes a link that sends
+ * a larger frame, failing the test).
+ */
 async function framesOfOneRun(
   acceptsEventBatches: boolean,
   run: OneRun = ECHO_RUN,
+  maxFrameBytes = DEFAULT_MAX_FRAME_BYTES,
 ): Promise<NodeEnvelope["msg"][]> {
   using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const logger = createLogger("test", { level: "error" });
@@ -63,10 +68,12 @@ async function framesOfOneRun(
     version: "test",
     core,
     logger,
+    maxFrameBytes,
   });
   const conn = new FrameConnection(plainLink(await listener.accept()), {
     inSchema: NodeEnvelopeSchema,
     outSchema: NodeEnvelopeSchema,
+    maxFrameBytes,
   });
   const frames: NodeEnvelope["msg"][] = [];
   try {
@@ -105,7 +112,7 @@ async function framesOfOneRun(
         : envelope.msg.case === "runEvent"
         ? [envelope.msg.value]
         : [];
-      if (events.some((e) => e.event.case === "completed")) break;
+      if (events.some((e) => e.event.case === "completed" || e.event.case === "failed")) break;
     }
   } finally {
     await client.stop();
@@ -149,7 +156,7 @@ Deno.test("to an Edge that does not accept batches each run event is its own fra
 
 Deno.test("a large embedding answer reaches the Edge in frames under the frame limit", async () => {
   // 160 vectors of 8192 values are 5 MiB of floats, answered at once: one batch frame would
-  // exceed 4 MiB and make the Edge close the link; the relay spreads them over frames.
+  // exceed 4 MiB and make the Edge close the link; the outbox spreads them over frames.
   await using ollama = startFakeOllama({ defaults: { embeddingDimensions: 8192 } });
   const inputs = Array.from({ length: 160 }, (_, i) => `input ${i}`);
   const frames = await framesOfOneRun(true, {
@@ -166,8 +173,46 @@ Deno.test("a large embedding answer reaches the Edge in frames under the frame l
   assert.equal(events.at(-1)?.event.case, "completed");
   for (const frame of frames) {
     const size = toBinary(NodeEnvelopeSchema, create(NodeEnvelopeSchema, { msg: frame })).length;
-    assert.ok(size < DEFAULT_MAX_FRAME_BYTES / 2, `a frame of ${size} bytes`);
+    assert.ok(size <= DEFAULT_MAX_FRAME_BYTES, `a frame of ${size} bytes`);
   }
+});
+
+Deno.test("under a smaller edge.max_frame_bytes vectors still fit, and one too large fails only its run", async () => {
+  const limit = 64 * 1024;
+  const embedRun = (dimensions: number): OneRun => ({
+    kind: "mock",
+    settings: { token_delay_ms: 0 },
+    input: runInput({
+      adapter: "mock",
+      target: "echo",
+      embed: { inputs: Array.from({ length: 40 }, (_, i) => `input ${i}`), dimensions },
+    }),
+  });
+  // 40 vectors of 4096 values are 640 KiB: ten frames or more, each accepted by the Edge.
+  const frames = await framesOfOneRun(true, embedRun(4096), limit);
+  const events = frames.flatMap((m) =>
+    m.case === "runEvents" ? m.value.events : m.case === "runEvent" ? [m.value] : []
+  );
+  const vectors = events.flatMap((e) => e.event.case === "embedding" ? [e.event.value] : []);
+  assert.equal(vectors.length, 40);
+  assert.equal(events.at(-1)?.event.case, "completed");
+  assert.ok(frames.length >= 10, `${frames.length} frames`);
+
+  // One vector of 65,536 values (256 KiB) fits no frame: the run fails, numbered without a gap.
+  const failed = await framesOfOneRun(true, embedRun(65_536), limit);
+  const ended = failed.flatMap((m) =>
+    m.case === "runEvents" ? m.value.events : m.case === "runEvent" ? [m.value] : []
+  );
+  assert.deepEqual(ended.map((e) => [Number(e.seq), e.event.case]), [[1, "started"], [
+    2,
+    "failed",
+  ]]);
+  const error = ended[1]!.event.case === "failed" ? ended[1]!.event.value.error : undefined;
+  assert.equal(error?.code, "BACKEND_ERROR");
+  assert.match(
+    error?.message ?? "",
+    /^Cannot send the embedding event of run 'r1' as it takes about \d+ bytes, more than the link's frame limit of 65536 bytes/,
+  );
 });
 
 /** A fake Edge's side of one registered link: sends the registration answer, reads the rest. */
@@ -257,7 +302,9 @@ Deno.test("a draining node tells its Edge, again after a redial, and refuses a r
     first.conn.close("test drops the link");
     const second = await acceptNode(listener);
     const again = await second.next();
-    assert.equal(again.case === "nodeEvent" && again.value.event.case, "draining");
+    assert.ok(again.case === "nodeEvent" && again.value.event.case === "draining");
+    // What is left of the wait, not the whole of it again.
+    assert.ok(again.value.event.value.deadlineMs < 25_000, `${again.value.event.value.deadlineMs}`);
     second.conn.close("test done");
   } finally {
     await client.stop();
