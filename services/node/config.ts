@@ -53,6 +53,7 @@ export const MAX_DRAIN_TIMEOUT_MS = 86_400_000;
 export const NODE_ENV: readonly EnvOverride[] = [
   { env: "IOP_NODE_ID", path: "node.id", type: "string" },
   { env: "IOP_NODE_TOKEN", path: "node.token", type: "string" },
+  { env: "IOP_NODE_TOKEN_FILE", path: "node.token_file", type: "string" },
   { env: "IOP_NODE_EDGE_ADDRESS", path: "edge.address", type: "string" },
   { env: "IOP_NODE_EDGE_TLS_CA", path: "edge.tls.ca", type: "string" },
   { env: "IOP_NODE_EDGE_TLS_SERVER_NAME", path: "edge.tls.server_name", type: "string" },
@@ -85,7 +86,7 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
   const id = node.nonEmpty("id");
   return {
     file,
-    node: { id, token: node.nonEmpty("token") },
+    node: { id, token: readToken(node) },
     edge: {
       address: edge.nonEmpty("address", "127.0.0.1:7100"),
       maxFrameBytes: edge.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 }),
@@ -116,4 +117,29 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
       }),
     },
   };
+}
+
+/**
+ * `node.token`, or the contents of `node.token_file` (a Swarm or Kubernetes secret such as
+ * `/run/secrets/iop-gpu-token`; surrounding whitespace, e.g. the newline `echo` leaves, is not
+ * part of it). Exactly one of the two must be set.
+ */
+function readToken(node: ConfigReader): string {
+  if (!node.has("token_file")) return node.nonEmpty("token");
+  if (node.has("token")) {
+    throw node.error(
+      "token_file",
+      "cannot be set together with node.token (IOP_NODE_TOKEN): set only one",
+    );
+  }
+  const path = node.nonEmpty("token_file");
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (err) {
+    throw node.error("token_file", `cannot read '${path}': ${(err as Error).message}`);
+  }
+  const token = text.trim();
+  if (token === "") throw node.error("token_file", `file '${path}' holds no token`);
+  return token;
 }

@@ -211,3 +211,44 @@ Deno.test("history.output_cap_bytes is read, and one beyond a reply frame's room
       "node.yaml: history.output_cap_bytes: must be at most 3145728: current value is 8388608",
   });
 });
+
+Deno.test("node.token_file (IOP_NODE_TOKEN_FILE) reads the token from a secret file", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "iop_node_token_" });
+  try {
+    const secret = `${dir}/iop-gpu-token`;
+    await Deno.writeTextFile(secret, "s3cret-token\n");
+    const fromFile = parseNodeConfig({ node: { id: "n1", token_file: secret } }, "node.yaml");
+    assert.equal(fromFile.node.token, "s3cret-token", "the trailing newline is not the token's");
+
+    await Deno.writeTextFile(`${dir}/node.yaml`, "node: { id: gpu-host1 }\n");
+    const env = (name: string) => name === "IOP_NODE_TOKEN_FILE" ? secret : undefined;
+    const loaded = await loadNodeConfig(`${dir}/node.yaml`, env);
+    assert.equal(loaded.node.token, "s3cret-token");
+
+    // Both set: refused, naming both, so nobody wonders which one is used.
+    await assert.rejects(
+      loadNodeConfig(
+        `${dir}/node.yaml`,
+        (name) => ({ IOP_NODE_TOKEN_FILE: secret, IOP_NODE_TOKEN: "plain" })[name],
+      ),
+      {
+        name: "ConfigError",
+        message: `${dir}/node.yaml: node.token_file: cannot be set together with node.token ` +
+          "(IOP_NODE_TOKEN): set only one",
+      },
+    );
+    assert.throws(
+      () => parseNodeConfig({ node: { id: "n1", token_file: `${dir}/absent` } }, "node.yaml"),
+      (err: unknown) =>
+        err instanceof ConfigError && err.path === "node.token_file" &&
+        err.message.startsWith(`node.yaml: node.token_file: cannot read '${dir}/absent': `),
+    );
+    await Deno.writeTextFile(`${dir}/empty`, "\n");
+    assert.throws(
+      () => parseNodeConfig({ node: { id: "n1", token_file: `${dir}/empty` } }, "node.yaml"),
+      { message: `node.yaml: node.token_file: file '${dir}/empty' holds no token` },
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

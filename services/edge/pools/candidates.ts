@@ -62,19 +62,37 @@ export function adapterHealthy(session: NodeSession, adapter: string, target?: s
   return target === undefined || health.get(`${adapter}/${target}`)?.healthy !== false;
 }
 
-/** The connected, usable providers of `group`, skipping nodes in `excludeNodes`. */
+/**
+ * The connected, usable providers of `group`, skipping the connections in `exclude` (the one a
+ * retried run failed on; the same node reconnected is a new connection and is not skipped).
+ */
 export function candidatesOf(
   sessions: readonly NodeSession[],
   group: string,
-  excludeNodes: ReadonlySet<string> = new Set(),
+  exclude: ReadonlySet<NodeSession> = new Set(),
 ): Candidate[] {
   const out: Candidate[] = [];
   for (const session of sessions) {
-    if (session.draining || excludeNodes.has(session.id)) continue;
+    if (session.draining || exclude.has(session)) continue;
     for (const provider of session.record.providers) {
       if (provider.modelGroup !== group || !adapterUsable(provider, session)) continue;
       out.push({ provider, session });
     }
   }
   return out;
+}
+
+/**
+ * True when no connected node that accepts runs (not draining, not in `exclude`) declares a
+ * provider of `group`: the pool waits for one to connect rather than failing at once. A node
+ * that is connected but whose adapter is unusable (unhealthy, refused) does not count as coming.
+ */
+export function noProviderConnected(
+  sessions: readonly NodeSession[],
+  group: string,
+  exclude: ReadonlySet<NodeSession> = new Set(),
+): boolean {
+  return !sessions.some((s) =>
+    !s.draining && !exclude.has(s) && s.record.providers.some((p) => p.modelGroup === group)
+  );
 }

@@ -28,7 +28,7 @@ export interface NodeSpec {
 /** An Edge config of mock-adapter nodes and a "demo" pool with `queue` limits. */
 export function fleetConfig(
   nodes: NodeSpec[],
-  queue: { max_length?: number; max_wait_ms?: number } = {},
+  queue: { max_length?: number; max_wait_ms?: number; wait_for_provider_ms?: number } = {},
 ): EdgeConfig {
   return parseEdgeConfig({
     nodes: nodes.map((n) => ({
@@ -160,6 +160,37 @@ export class Fleet {
   lose(i: number): void {
     const s = this.sent[i]!;
     s.run.finish({ type: "failed", code: "NODE_LOST", message: "node lost", retryable: true }, 0);
+  }
+
+  /** Run `i` is refused by its node as a stopping node refuses it: retryable UNAVAILABLE. */
+  refuse(i: number, retryable = true): void {
+    this.#emit(this.sent[i]!, {
+      type: "failed",
+      code: "UNAVAILABLE",
+      message: `Cannot start run '${this.sent[i]!.run.runId}' as node is stopping`,
+      retryable,
+      exitCode: 0,
+    });
+  }
+
+  /**
+   * Node `id` connects (again) on a new connection, as a fresh session replacing any old one,
+   * and the pools hear of it as the service tells them after a node's config_applied report.
+   */
+  connect(id: string): NodeSession {
+    const record = this.config.nodes.find((n) => n.id === id)!;
+    const session = this.session(record);
+    const at = this.sessions.findIndex((s) => s.id === id);
+    if (at >= 0) this.sessions.splice(at, 1, session);
+    else this.sessions.push(session);
+    this.pools.admitWaiting();
+    return session;
+  }
+
+  /** Node `id` disconnects: its session is gone. */
+  disconnect(id: string): void {
+    const at = this.sessions.findIndex((s) => s.id === id);
+    if (at >= 0) this.sessions.splice(at, 1);
   }
 
   /** Node ids of the dispatched runs, in dispatch order. */

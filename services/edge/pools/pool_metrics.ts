@@ -34,7 +34,7 @@ export function createPoolMetrics(registry: Registry): PoolMetrics {
     admissions: new Counter({
       name: "iop_edge_pool_admissions_total",
       help:
-        "Pool admission outcomes (dispatched, queued, rejected_full, rejected_timeout, retried).",
+        "Pool admission outcomes (dispatched, queued, rejected_full, rejected_timeout, rejected_no_provider, retried).",
       labelNames: ["pool", "outcome"],
       registers,
     }),

@@ -1,7 +1,8 @@
 /**
- * A pool run as its caller sees it: the events of the dispatched run, except that a run whose
- * node is lost before its first output is replaced, once, by a run on another provider. The
- * caller never sees the lost attempt's failure.
+ * A pool run as its caller sees it: the events of the dispatched run, except that a run that
+ * never ran — its node was lost, or the node refused it as retryable UNAVAILABLE (a draining
+ * node that got the run before its Edge heard it drains) — before its first output is
+ * replaced, once, by a run on another provider. The caller never sees that attempt's failure.
  * @module
  */
 import { AsyncQueue } from "../../../shared/async_queue.ts";
@@ -9,10 +10,26 @@ import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../../share
 import type { RunHandle } from "../ports.ts";
 
 /**
- * Starts the replacement run on another node; undefined when none can take it. `signal` aborts
- * when the run is cancelled while the replacement still waits for a provider.
+ * Starts the replacement of the `failed` attempt (which ended with `reason`) on another node;
+ * undefined when none can take it. `signal` aborts when the run is cancelled while the
+ * replacement still waits for a provider.
  */
-export type Retry = (lostNodeId: string, signal: AbortSignal) => Promise<RunHandle | undefined>;
+export type Retry = (
+  failed: RunHandle,
+  reason: TerminalRunEvent,
+  signal: AbortSignal,
+) => Promise<RunHandle | undefined>;
+
+/**
+ * True when an attempt that ended with `event` may be replaced on another provider: it sent
+ * the caller no output and failed in a way that says it never ran to any effect — its node was
+ * lost (NODE_LOST), or its node refused it as retryable UNAVAILABLE (stopping, no config yet,
+ * model server unreachable before any byte).
+ */
+export function replaceable(event: TerminalRunEvent, produced: boolean): boolean {
+  if (event.type !== "failed" || produced) return false;
+  return event.code === "NODE_LOST" || (event.code === "UNAVAILABLE" && event.retryable);
+}
 
 /** A run handle that may switch to a retry attempt; ids follow the current attempt. */
 export class PooledRun implements RunHandle {
@@ -79,8 +96,7 @@ export class PooledRun implements RunHandle {
         this.#queue.push(event);
         return;
       }
-      const lostEarly = event.type === "failed" && event.code === "NODE_LOST" && !produced;
-      if (lostEarly && !retried && this.#cancelReason === undefined) {
+      if (replaceable(event, produced) && !retried && this.#cancelReason === undefined) {
         void this.#retry(event, retry);
         return;
       }
@@ -90,7 +106,7 @@ export class PooledRun implements RunHandle {
 
   async #retry(lost: TerminalRunEvent, retry: Retry): Promise<void> {
     this.#retryAbort = new AbortController();
-    const next = await retry(this.#current.nodeId, this.#retryAbort.signal).catch(() => undefined);
+    const next = await retry(this.#current, lost, this.#retryAbort.signal).catch(() => undefined);
     this.#retryAbort = undefined;
     if (!next) {
       this.#end(lost);

@@ -80,7 +80,9 @@ Deno.test(
 );
 
 Deno.test("a lost run with no other provider fails NODE_LOST", strict, async () => {
-  const fleet = new Fleet(fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 2 }] }]));
+  const fleet = new Fleet(
+    fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 2 }] }], { wait_for_provider_ms: 0 }),
+  );
   const handle = await fleet.pools.submit("demo", sub("r0"));
   fleet.lose(0);
   const done = await handle.done;

@@ -5,8 +5,11 @@
  * (`fair_queue.ts`: FIFO per tenant, turns by weight and priority class). A full queue answers
  * OVERLOADED at once instead of growing — unless the newcomer's tenant has fewer runs waiting
  * for its weight than the heaviest tenant, whose newest waiter then gives up its place — and
- * `Retry-After` estimates when the caller's turn would come from the pool's drain rate. Only pool routes queue here: CLI and direct
- * routes never do, but a direct run on a provider's adapter+target still holds one of that
+ * `Retry-After` estimates when the caller's turn would come from the pool's drain rate. When no
+ * node serving the pool is connected and accepting runs (a node restarting or being replaced, an
+ * Edge whose nodes are still dialing in), a request waits in the same queue for one to connect,
+ * for at most the pool's `queue.wait_for_provider_ms`, then fails UNAVAILABLE (503, retryable).
+ * Only pool routes queue here: CLI and direct routes never do, but a direct run on a provider's adapter+target still holds one of that
  * provider's slots ({@linkcode ProviderPools.dispatchDirect}), and every run is counted against
  * the node resource it uses ({@linkcode ProviderPools.usage}) for the status.
  * @module
@@ -16,7 +19,7 @@ import type { Logger } from "../../../shared/log.ts";
 import type { EdgeConfig, ProviderRecord } from "../config.ts";
 import type { NodeSession } from "../nodes/registry.ts";
 import type { RunHandle, RunSubmission, SubmitOptions } from "../ports.ts";
-import { type Candidate, candidatesOf, providersOf } from "./candidates.ts";
+import { type Candidate, candidatesOf, noProviderConnected, providersOf } from "./candidates.ts";
 import type { PoolMetrics } from "./pool_metrics.ts";
 import { PooledRun } from "./pooled_run.ts";
 import { FairQueue } from "./fair_queue.ts";
@@ -24,8 +27,21 @@ import { traceIdOf } from "../../../shared/trace_context.ts";
 import { currentTrace, startSpan, type TraceSpan } from "../../../shared/tracing.ts";
 import { PRIORITY_CLASSES, type QueueShare } from "../tenants/tenant.ts";
 
+/** Queue limits of one pool. */
+interface QueueLimits {
+  maxLength: number;
+  maxWaitMs: number;
+  /** How long a request waits for a provider to connect when none is; 0 = fail at once. */
+  waitForProviderMs: number;
+}
+
 /** Queue limits of a model group without a `models` entry. */
-const DEFAULT_QUEUE = { maxLength: 64, maxWaitMs: 30_000 };
+const DEFAULT_QUEUE: QueueLimits = { maxLength: 64, maxWaitMs: 30_000, waitForProviderMs: 10_000 };
+
+/** `queue.wait_for_provider_ms` when a model sets none: 10 s, at most its `max_wait_ms`. */
+export function defaultWaitForProviderMs(maxWaitMs: number): number {
+  return Math.min(DEFAULT_QUEUE.waitForProviderMs, maxWaitMs);
+}
 
 /** The share of runs without a tenant: the Edge's own (console, domain agents). */
 const EDGE_SHARE: QueueShare = {
@@ -64,15 +80,15 @@ interface Admission {
   group: string;
   submission: RunSubmission;
   options: SubmitOptions;
-  /** Nodes to skip (the node a retried run was lost on). */
-  exclude: ReadonlySet<string>;
+  /** Connections to skip (the one a retried run failed on). */
+  exclude: ReadonlySet<NodeSession>;
 }
 
 interface Waiter extends Admission {
   /** The tenant lane this waiter waits in. */
   share: QueueShare;
-  /** Provider whose queued count this waiter is accounted to. */
-  preferred: string;
+  /** Provider whose queued count this waiter is accounted to; none while no provider is. */
+  preferred: string | undefined;
   enqueuedAtMs: number;
   /** The wait's span (`iop.queue`) while tracing is on; ends when the waiter leaves. */
   span: TraceSpan | undefined;
@@ -98,6 +114,8 @@ export class ProviderPools {
   /** Runs in flight per node resource, pool and direct alike, keyed by {@linkcode usageKey}. */
   readonly #usage = new Map<string, number>();
   readonly #metrics: PoolMetrics | undefined;
+  /** The connection each pool attempt was sent on, so that a retry skips exactly that one. */
+  readonly #sentOn = new WeakMap<RunHandle, NodeSession>();
 
   constructor(deps: PoolDeps) {
     this.#deps = deps;
@@ -109,6 +127,22 @@ export class ProviderPools {
   stats(providerId: string): ProviderCounters {
     const c = this.#counters.get(providerId);
     return { inFlight: c?.inFlight ?? 0, queued: c?.queued ?? 0 };
+  }
+
+  /**
+   * Forgets the counters and metric series of providers the config in force no longer has (an
+   * enrolled node's record went, a reload removed them), so that they do not pile up as nodes
+   * enroll and go; one with runs in flight or queued stays until a later call finds it idle.
+   * The service calls it at every config snapshot change.
+   */
+  forgetRemovedProviders(): void {
+    const known = new Set(this.#deps.config().nodes.flatMap((n) => n.providers.map((p) => p.id)));
+    for (const [id, c] of this.#counters) {
+      if (known.has(id) || c.inFlight > 0 || c.queued > 0) continue;
+      this.#counters.delete(id);
+      this.#metrics?.providerInFlight.remove(id);
+      this.#metrics?.providerQueued.remove(id);
+    }
   }
 
   /**
@@ -146,9 +180,10 @@ export class ProviderPools {
 
   /**
    * Runs `submission` on a provider of `group`: at once when one has a free slot and nobody
-   * waits, else after waiting in the pool's queue. Rejects with NOT_FOUND for a group with no
-   * providers, UNAVAILABLE when none is connected, OVERLOADED ({@linkcode OverloadedError})
-   * when the queue is full or the wait runs out.
+   * waits, else after waiting in the pool's queue (also for a provider to connect, when none
+   * is). Rejects with NOT_FOUND for a group with no providers, UNAVAILABLE when none is
+   * connected within `wait_for_provider_ms` (at once when a connected one is unusable),
+   * OVERLOADED ({@linkcode OverloadedError}) when the queue is full or the wait runs out.
    */
   submit(
     group: string,
@@ -156,13 +191,15 @@ export class ProviderPools {
     options: SubmitOptions = {},
   ): Promise<RunHandle> {
     return this.#acquire({ group, submission, options, exclude: new Set() }).then((first) =>
-      new PooledRun(first, (lostNode, cancelled) => {
+      new PooledRun(first, (failed, reason, cancelled) => {
         this.#metrics?.admissions.labels(group, "retried").inc();
-        this.#deps.logger.warn("pool run lost its node before any output; retrying", {
+        this.#deps.logger.warn("pool run failed on its node before any output; retrying", {
           pool: group,
-          node_id: lostNode,
+          node_id: failed.nodeId,
+          code: reason.type === "failed" ? reason.code : reason.type,
           trace_id: traceIdOf(submission.traceParent),
         });
+        const skip = this.#sentOn.get(failed);
         // `cancelled` fires only while the retry waits for a provider; PooledRun itself cancels
         // a retry that was already dispatched.
         const signal = options.signal ? AbortSignal.any([options.signal, cancelled]) : cancelled;
@@ -170,7 +207,7 @@ export class ProviderPools {
           group,
           submission,
           options: { ...options, signal },
-          exclude: new Set([lostNode]),
+          exclude: new Set(skip ? [skip] : []),
         });
       })
     );
@@ -188,8 +225,16 @@ export class ProviderPools {
     if (providersOf(config.nodes, group).length === 0 && !enrolls) {
       return Promise.reject(new IopError("NOT_FOUND", `Cannot find model group '${group}'`));
     }
+    const limits = this.#limits(group);
     const candidates = candidatesOf(this.#deps.sessions(), group, exclude);
-    if (candidates.length === 0) {
+    // With no node of the pool connected and accepting runs, one is probably on its way (a
+    // restart, a rolling update, a new Edge): wait for it in the queue. A connected node whose
+    // adapter is unusable is a backend problem, answered at once.
+    if (
+      candidates.length === 0 &&
+      (limits.waitForProviderMs === 0 ||
+        !noProviderConnected(this.#deps.sessions(), group, exclude))
+    ) {
       return Promise.reject(
         new IopError("UNAVAILABLE", `No provider of model group '${group}' is connected now`),
       );
@@ -205,14 +250,13 @@ export class ProviderPools {
       currentTrace()?.span?.event("iop.pool.admitted", { "iop.pool": group });
       return this.#start(free, submission, options);
     }
-    const limits = this.#limits(group);
     const share = options.tenant ?? EDGE_SHARE;
     const refusal = this.#roomFor(group, queue, share, limits, candidates);
     if (refusal) {
       this.#metrics?.admissions.labels(group, "rejected_full").inc();
       return Promise.reject(refusal);
     }
-    return this.#enqueue(admission, share, candidates, limits.maxWaitMs);
+    return this.#enqueue(admission, share, candidates, limits);
   }
 
   /**
@@ -224,7 +268,7 @@ export class ProviderPools {
     group: string,
     queue: FairQueue<Waiter>,
     share: QueueShare,
-    limits: { maxLength: number; maxWaitMs: number },
+    limits: QueueLimits,
     candidates: Candidate[],
   ): OverloadedError | undefined {
     const retryAfter = () => this.#retryAfter(group, queue, share, limits, candidates);
@@ -265,7 +309,7 @@ export class ProviderPools {
     group: string,
     queue: FairQueue<Waiter>,
     share: QueueShare,
-    limits: { maxLength: number; maxWaitMs: number },
+    limits: QueueLimits,
     candidates: Candidate[],
   ): number {
     const ceiling = Math.max(1, Math.ceil(limits.maxWaitMs / 1000));
@@ -291,18 +335,29 @@ export class ProviderPools {
     admission: Admission,
     share: QueueShare,
     candidates: Candidate[],
-    maxWaitMs: number,
+    limits: QueueLimits,
   ): Promise<RunHandle> {
     const { group, options } = admission;
+    const { maxWaitMs, waitForProviderMs } = limits;
     const { promise, resolve, reject } = Promise.withResolvers<RunHandle>();
-    const preferred = this.#leastLoaded(candidates, false)!.provider.id;
+    const preferred = this.#leastLoaded(candidates, false)?.provider.id;
     const signal = options.signal;
     const onAbort = () => {
       if (this.#remove(waiter)) reject(abortError(signal!));
     };
+    const noneWithin = (ms: number) =>
+      new IopError(
+        "UNAVAILABLE",
+        `Cannot run on model group '${group}' as no provider of it connected within ${ms} ms`,
+      );
     const timer = setTimeout(() => {
       waiter.span?.set({ "iop.queue.outcome": "timeout" });
       if (!this.#remove(waiter)) return;
+      if (this.#noCandidate(waiter)) {
+        this.#metrics?.admissions.labels(group, "rejected_no_provider").inc();
+        reject(noneWithin(maxWaitMs));
+        return;
+      }
       this.#metrics?.admissions.labels(group, "rejected_timeout").inc();
       reject(
         new OverloadedError(
@@ -311,6 +366,17 @@ export class ProviderPools {
         ),
       );
     }, maxWaitMs);
+    // Waiting for a provider to connect is bounded apart; once one did, the run waits on for a
+    // free slot like any other waiter.
+    const providerTimer = candidates.length === 0 && waitForProviderMs < maxWaitMs
+      ? setTimeout(() => {
+        if (!this.#noCandidate(waiter)) return;
+        waiter.span?.set({ "iop.queue.outcome": "no_provider" });
+        if (!this.#remove(waiter)) return;
+        this.#metrics?.admissions.labels(group, "rejected_no_provider").inc();
+        reject(noneWithin(waitForProviderMs));
+      }, waitForProviderMs)
+      : undefined;
     const waiter: Waiter = {
       ...admission,
       share,
@@ -323,23 +389,30 @@ export class ProviderPools {
           "iop.pool": group,
           "iop.tenant": share.name || undefined,
           "iop.provider": preferred,
+          "iop.queue.waiting_for_provider": preferred === undefined || undefined,
         },
       }),
       resolve,
       reject,
       cleanup: () => {
         clearTimeout(timer);
+        clearTimeout(providerTimer);
         signal?.removeEventListener("abort", onAbort);
       },
     };
     signal?.addEventListener("abort", onAbort, { once: true });
     const queue = this.#queueOf(group);
     queue.push(share, waiter);
-    this.#counter(preferred).queued++;
+    if (preferred !== undefined) this.#counter(preferred).queued++;
     options.onQueued?.(() => queue.positionOf(share.name, waiter));
     this.#metrics?.admissions.labels(group, "queued").inc();
     this.#gauges(group, preferred);
     return promise;
+  }
+
+  /** True when no provider could take `waiter`'s run now, free or busy. */
+  #noCandidate(waiter: Waiter): boolean {
+    return candidatesOf(this.#deps.sessions(), waiter.group, waiter.exclude).length === 0;
   }
 
   /** Takes a waiter out of its queue; false when it already left. */
@@ -353,7 +426,7 @@ export class ProviderPools {
   #left(waiter: Waiter): void {
     waiter.cleanup();
     waiter.span?.end();
-    this.#counter(waiter.preferred).queued--;
+    if (waiter.preferred !== undefined) this.#counter(waiter.preferred).queued--;
     this.#gauges(waiter.group, waiter.preferred);
   }
 
@@ -407,6 +480,7 @@ export class ProviderPools {
     const release = this.#occupy(session.id, submission.adapter, submission.target, provider);
     return this.#deps.dispatch(session, submission, options).then(
       (handle) => {
+        this.#sentOn.set(handle, session);
         void handle.done.then(release);
         return handle;
       },
@@ -478,8 +552,13 @@ export class ProviderPools {
     return best;
   }
 
-  #limits(group: string): { maxLength: number; maxWaitMs: number } {
-    return this.#deps.config().models.find((m) => m.name === group)?.queue ?? DEFAULT_QUEUE;
+  #limits(group: string): QueueLimits {
+    const queue = this.#deps.config().models.find((m) => m.name === group)?.queue;
+    if (!queue) return DEFAULT_QUEUE;
+    return {
+      ...queue,
+      waitForProviderMs: queue.waitForProviderMs ?? defaultWaitForProviderMs(queue.maxWaitMs),
+    };
   }
 
   #counter(providerId: string): ProviderCounters {
@@ -491,12 +570,14 @@ export class ProviderPools {
     return c;
   }
 
-  #gauges(group: string, providerId: string): void {
+  #gauges(group: string, providerId: string | undefined): void {
     const m = this.#metrics;
     if (!m) return;
-    const c = this.stats(providerId);
-    m.providerInFlight.labels(providerId).set(c.inFlight);
-    m.providerQueued.labels(providerId).set(c.queued);
+    if (providerId !== undefined) {
+      const c = this.stats(providerId);
+      m.providerInFlight.labels(providerId).set(c.inFlight);
+      m.providerQueued.labels(providerId).set(c.queued);
+    }
     m.queueDepth.labels(group).set(this.queueDepth(group));
   }
 }

@@ -310,11 +310,12 @@ Deno.test(
 );
 
 Deno.test("draining and disconnected nodes get no runs", strict, async () => {
+  // No wait for a provider to connect: with none left the request fails at once.
   const fleet = new Fleet(fleetConfig([
     { id: "node-a", providers: [{ id: "pa", max: 4 }] },
     { id: "node-b", providers: [{ id: "pb", max: 4 }] },
     { id: "node-c", providers: [{ id: "pc", max: 4 }] },
-  ]));
+  ], { wait_for_provider_ms: 0 }));
   fleet.sessions[0]!.draining = true;
   fleet.sessions.splice(1, 1); // node-b disconnected
   for (let i = 0; i < 3; i++) await fleet.pools.submit("demo", sub(`r${i}`));
