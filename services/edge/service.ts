@@ -217,7 +217,7 @@ export class EdgeService implements OpsGateway {
   /** Forgets a node whose connection ended and fails its runs in flight with NODE_LOST. */
   nodeDisconnected(session: NodeSession, reason: string): void {
     if (!this.#registry.remove(session)) return;
-    session.seat?.release();
+    session.seat?.release(session.stopping === true);
     this.#failRunsOf(session, reason);
     this.#metrics?.nodesConnected.set(this.#registry.size);
     this.#bus.publish({ type: "node_disconnected", atMs: this.#now(), nodeId: session.id, reason });

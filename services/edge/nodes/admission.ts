@@ -68,8 +68,12 @@ export interface RegistrationClaim {
 export interface Seat {
   /** The node's registration answer went out and the service took the node. */
   connected(): void;
-  /** The node never got connected, or its connection ended: the id is free again. */
-  release(): void;
+  /**
+   * The node never got connected, or its connection ended: the id is free again. `stopped`: the
+   * node had said it was stopping (a drain before a restart or an update), so it gives up its
+   * id: the next node to claim it enrolls afresh, bound to its own key.
+   */
+  release(stopped?: boolean): void;
 }
 
 /** The seat of a listed node. */

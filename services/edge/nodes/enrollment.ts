@@ -23,7 +23,9 @@
  * node to claim a free id holds it (the rule's token is all it takes, so rules should admit only
  * the ids of their hosts); a node that lost its key file is refused until its record goes
  * (`retain_disconnected_ms` after it disconnected; a reload that drops the record frees it at
- * once); a node that sends no key (an older Node) binds its record only by a node certificate,
+ * once). A node that said it was stopping (it drained before a restart or an update) gives its
+ * id up when its link closes: the next claimant enrolls afresh, so a replaced container with a
+ * new key file takes its place at once. A node that sends no key (an older Node) binds its record only by a node certificate,
  * and without one any holder of the rule's token can take the id while it is disconnected.
  * - A disconnected node keeps its record (shown as disconnected) for the rule's
  *   `retain_disconnected_ms`, then the record goes at the next registration, status read or
@@ -76,6 +78,8 @@ interface Entry {
   nodeKeyHash: string | undefined;
   /** Counts its admissions: only the seat of the latest one moves it. */
   admissions: number;
+  /** It left after saying it was stopping: its id is bound to no key or certificate any more. */
+  released: boolean;
 }
 
 /** What a node holding no rule's token is told, whether or not a rule admits its id. */
@@ -158,7 +162,7 @@ export class Enrollment {
     if (!rule) {
       return refused("wrong_token", `unknown node id '${id}' or wrong node token`);
     }
-    if (existing) {
+    if (existing && !existing.released) {
       const held = heldBy(existing, claim, nodeCertificate);
       if (held) return held;
     }
@@ -169,7 +173,10 @@ export class Enrollment {
           `cannot take its id while the first is connected`,
       );
     }
-    return existing ? this.#readmit(existing) : this.#enroll(rule, claim, nodeCertificate, store);
+    if (existing?.released) this.#entries.delete(id);
+    return existing && !existing.released
+      ? this.#readmit(existing)
+      : this.#enroll(rule, claim, nodeCertificate, store);
   }
 
   /** The certificate names neither the id nor a rule admitting it (which rules, it is not told). */
@@ -232,6 +239,7 @@ export class Enrollment {
       nodeCertificate,
       nodeKeyHash: claim.nodeKey === "" ? undefined : hashSecret(claim.nodeKey),
       admissions: 0,
+      released: false,
     };
     this.#entries.set(id, entry);
     this.#logger.info("node enrolled", {
@@ -254,10 +262,11 @@ export class Enrollment {
       connected: () => {
         if (current() && entry.state === "pending") entry.state = "connected";
       },
-      release: () => {
+      release: (stopped = false) => {
         if (!current() || entry.state === "disconnected") return;
         entry.state = "disconnected";
         entry.disconnectedAtMs = this.#now();
+        entry.released = stopped;
       },
     };
   }

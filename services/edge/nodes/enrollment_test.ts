@@ -88,6 +88,10 @@ function edge(raw: Record<string, unknown>) {
     disconnect(id: string) {
       seats.get(id)!.release();
     },
+    /** The node said it was stopping, then its link closed (a drain before an update). */
+    stop(id: string) {
+      seats.get(id)!.release(true);
+    },
     reload(next: Record<string, unknown>) {
       service.applyConfig(parseEdgeConfig(next, FILE));
     },
@@ -328,6 +332,18 @@ Deno.test("another holder of the rule's token cannot take a kept id: it is bound
   e.disconnect("gpu-1");
   e.advance(15 * 60_000 + 1);
   assert.ok(e.admit("gpu-1", "gpu-enroll-token", { key: "impostor-key" }).ok);
+});
+
+Deno.test("a node that stopped gives up its id: its replacement, with a new key, enrolls at once", () => {
+  const e = edge({ enrollment: [gpuRule()] });
+  e.join("gpu-host-1", "gpu-enroll-token", { key: "old-container" });
+  e.stop("gpu-host-1");
+  e.join("gpu-host-1", "gpu-enroll-token", { key: "new-container" });
+  e.disconnect("gpu-host-1"); // a blip of the new one: now bound to its key
+  assert.equal(
+    refusal(e.admit("gpu-host-1", "gpu-enroll-token", { key: "old-container" }))[0],
+    "id_held",
+  );
 });
 
 Deno.test("a node that enrolled with its own certificate must show it again to come back", () => {
