@@ -26,6 +26,7 @@ import {
   type Fidelity,
   onlyPost,
   PARSED,
+  PNG_BASE64,
   posted,
   startFidelity,
 } from "./client_compat_stack.ts";
@@ -265,4 +266,28 @@ Deno.test("AI SDK embed and embedMany get one vector per value, from each backen
   assert.deepEqual(onlyPost(s.openai, "/v1/embeddings").input, ["sunny day"]);
   assert.equal(onlyPost(s.openai, "/v1/embeddings").model, "text-embed");
   assert.deepEqual(onlyPost(s.ollama, "/api/embed").input, ["sunny day", "rainy night"]);
+});
+
+Deno.test("AI SDK image parts reach a vision model's backend as image_url data; a model without vision refuses them", async () => {
+  await using s = await startFidelity();
+  const iop = edgeProvider(s);
+  const messages = [{
+    role: "user" as const,
+    content: [
+      { type: "text" as const, text: "What is in this picture?" },
+      { type: "image" as const, image: PNG_BASE64, mediaType: "image/png" },
+    ],
+  }];
+  const result = await generateText({ model: iop("cloud-vision"), messages, maxRetries: 0 });
+  assert.equal(result.text, "ok");
+  const sent = onlyPost(s.openai, CHAT).messages as { content: unknown }[];
+  assert.deepEqual(sent[0]!.content, [
+    { type: "text", text: "What is in this picture?" },
+    { type: "image_url", image_url: { url: `data:image/png;base64,${PNG_BASE64}` } },
+  ]);
+  const refused = await rejection(generateText({ model: iop("cloud"), messages, maxRetries: 0 }));
+  assert.ok(APICallError.isInstance(refused), String(refused));
+  assert.equal(refused.statusCode, 400);
+  assert.match(refused.message, /vision/);
+  assert.equal(posted(s.openai, CHAT).length, 1, "the refused request reached no backend");
 });

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { ChatOpenAI, OpenAIEmbeddings } from "@langchain/openai";
 import { ChatOllama, OllamaEmbeddings } from "@langchain/ollama";
-import type { AIMessageChunk, UsageMetadata } from "@langchain/core/messages";
+import { type AIMessageChunk, HumanMessage, type UsageMetadata } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
 import { z } from "zod";
 import {
@@ -20,6 +20,7 @@ import {
   JSON_REPLY,
   onlyPost,
   PARSED,
+  PNG_BASE64,
   posted,
   startFidelity,
 } from "./client_compat_stack.ts";
@@ -232,4 +233,28 @@ Deno.test("LangChain OpenAIEmbeddings and OllamaEmbeddings get one vector per te
   assert.deepEqual(embedded.input, ["sunny day", "rainy night"]);
   // OllamaEmbeddings sends truncate: false (Ollama's default is true); it must arrive.
   assert.equal(embedded.truncate, false);
+});
+
+Deno.test("LangChain image content reaches an OpenAI-compatible backend as image_url and Ollama as images", async () => {
+  await using s = await startFidelity();
+  const picture = () =>
+    new HumanMessage({
+      content: [
+        { type: "text", text: "Describe it" },
+        { type: "image_url", image_url: { url: `data:image/png;base64,${PNG_BASE64}` } },
+      ],
+    });
+  assert.equal((await chatOpenAI(s, "cloud-vision").invoke([picture()])).content, "ok");
+  const openaiSent = onlyPost(s.openai, CHAT).messages as { content: unknown }[];
+  assert.deepEqual(openaiSent[0]!.content, [
+    { type: "text", text: "Describe it" },
+    { type: "image_url", image_url: { url: `data:image/png;base64,${PNG_BASE64}` } },
+  ]);
+  await chatOllama(s, "local-vision").invoke([picture()]);
+  // ChatOllama sends each content part as a user message of its own.
+  const ollamaSent = onlyPost(s.ollama, "/api/chat").messages as Record<string, unknown>[];
+  assert.deepEqual(ollamaSent.map((m) => [m.content, m.images]), [
+    ["Describe it", undefined],
+    ["", [PNG_BASE64]],
+  ]);
 });

@@ -13,6 +13,10 @@ import { type FakeOllama, startFakeOllama } from "../shared/testing/fake_ollama.
 import { type FakeOpenAI, startFakeOpenAI } from "../shared/testing/fake_openai.ts";
 import { startEdge, startNode, type TestEdge } from "./stack.ts";
 
+/** A 1×1 PNG, as the clients send images. */
+export const PNG_BASE64 =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
 /** What the JSON-answering models reply, and its parsed form. */
 export const JSON_REPLY = '{"city":"Oslo","temp_c":21}';
 export const PARSED = { city: "Oslo", temp_c: 21 };
@@ -98,6 +102,20 @@ export async function startFidelity(): Promise<Fidelity> {
             adapter: "openai",
             target: "text-embed",
             capabilities: ["embeddings"],
+          },
+          {
+            name: "cloud-vision",
+            route: "direct",
+            adapter: "openai",
+            target: "gpt-test",
+            capabilities: ["chat", "vision"],
+          },
+          {
+            name: "local-vision",
+            route: "direct",
+            adapter: "ollama",
+            target: "llama3.2",
+            capabilities: ["chat", "vision"],
           },
           {
             name: "local-embed",
