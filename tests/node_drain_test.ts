@@ -16,48 +16,17 @@ import { IopError } from "../shared/errors.ts";
 import { createLogger } from "../shared/log.ts";
 import { mockNode, type RawConfig, startEdge, startNode, type TestEdge } from "./stack.ts";
 import { dialTlsConfig } from "./tls_fixture.ts";
+import { NodeProcess } from "./node_process.ts";
 import { TextLog, until } from "./util.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
 
 /** The mock's answer: 60 tokens 100 ms apart, so it is still streaming when the node stops. */
 const MOCK = { tokens: 60, token_delay_ms: 100 };
 const PROMPT = "count";
 
-/** A Node process started from `services/node/main.ts` with its log (stderr) captured. */
-class NodeProc implements AsyncDisposable {
-  readonly child: Deno.ChildProcess;
-  readonly stderr = new TextLog();
-  readonly history: string;
-  exited = false;
-  readonly #pumps: Promise<void>[];
-
-  constructor(configFile: string, history: string) {
-    this.history = history;
-    this.child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "services/node/main.ts", "--config", configFile],
-      cwd: ROOT,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      env: { IOP_LOG_LEVEL: "info", NO_COLOR: "1" },
-    }).spawn();
-    void this.child.status.then(() => this.exited = true);
-    this.#pumps = [
-      new TextLog().readFrom(this.child.stdout),
-      this.stderr.readFrom(this.child.stderr),
-    ];
-  }
-
-  /** Kills the process if it still runs and waits until it is gone. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      this.child.kill("SIGKILL");
-    } catch {
-      // Already exited.
-    }
-    await this.child.status;
-    await Promise.all(this.#pumps);
+/** A node process and the history file it writes. */
+class NodeProc extends NodeProcess {
+  constructor(configFile: string, readonly history: string) {
+    super(configFile);
   }
 }
 

@@ -7,40 +7,8 @@ import { dialTlsConfig } from "./tls_fixture.ts";
 import assert from "node:assert/strict";
 import { runInput } from "../shared/run.ts";
 import { startEdge, type TestEdge } from "./stack.ts";
-import { TextLog, until } from "./util.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
-
-/** A Node process started from `services/node/main.ts` with its log (stderr) captured. */
-class NodeProc implements AsyncDisposable {
-  readonly child: Deno.ChildProcess;
-  readonly stderr = new TextLog();
-  readonly #pumps: Promise<void>[];
-
-  constructor(configFile: string) {
-    this.child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "services/node/main.ts", "--config", configFile],
-      cwd: ROOT,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      env: { IOP_LOG_LEVEL: "info", NO_COLOR: "1" },
-    }).spawn();
-    const drain = new TextLog();
-    this.#pumps = [drain.readFrom(this.child.stdout), this.stderr.readFrom(this.child.stderr)];
-  }
-
-  /** Kills the process with SIGKILL (it may have exited already) and waits until it is gone. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      this.child.kill("SIGKILL");
-    } catch {
-      // Already exited.
-    }
-    await this.child.status;
-    await Promise.all(this.#pumps);
-  }
-}
+import { NodeProcess } from "./node_process.ts";
+import { until } from "./util.ts";
 
 /** True while `pid` is a live process (a zombie has already exited and counts as gone). */
 function alive(pid: number): boolean {
@@ -62,9 +30,9 @@ function configApplied(edge: TestEdge): { ready: Promise<void>; unsubscribe(): v
   return { ready: ready.promise, unsubscribe };
 }
 
-async function startNode(edge: TestEdge, configFile: string): Promise<NodeProc> {
+async function startNode(edge: TestEdge, configFile: string): Promise<NodeProcess> {
   const applied = configApplied(edge);
-  const node = new NodeProc(configFile);
+  const node = new NodeProcess(configFile);
   try {
     const late = node.child.status.then((s) => {
       throw new Error(`node exited with ${s.code} before registering:\n${node.stderr.text}`);

@@ -16,9 +16,8 @@ import { createLogger } from "../shared/log.ts";
 import { startFakeOllama } from "../shared/testing/fake_ollama.ts";
 import { startEdge, type TestEdge } from "./stack.ts";
 import { dialTlsConfig } from "./tls_fixture.ts";
+import { NodeProcess } from "./node_process.ts";
 import { TextLog } from "./util.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
 
 /** What the node has in its environment and must never give away. */
 const SECRETS = {
@@ -90,41 +89,9 @@ function edgeConfig(ollamaUrl: string): Record<string, unknown> {
   };
 }
 
-/** A Node process with its log (stderr) captured; killed on dispose. */
-class NodeProc implements AsyncDisposable {
-  readonly child: Deno.ChildProcess;
-  readonly stderr = new TextLog();
-  readonly #pumps: Promise<void>[];
-
-  constructor(configFile: string) {
-    this.child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "services/node/main.ts", "--config", configFile],
-      cwd: ROOT,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      env: { ...SECRETS, IOP_LOG_LEVEL: "info", NO_COLOR: "1" },
-    }).spawn();
-    this.#pumps = [
-      new TextLog().readFrom(this.child.stdout),
-      this.stderr.readFrom(this.child.stderr),
-    ];
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      this.child.kill("SIGTERM");
-    } catch {
-      // Already exited.
-    }
-    await this.child.status;
-    await Promise.all(this.#pumps);
-  }
-}
-
 /** Starts the node and resolves with its config_applied report, once the Edge has it. */
 async function startNode(configFile: string, events: EdgeEvent[]) {
-  const node = new NodeProc(configFile);
+  const node = new NodeProcess(configFile, { env: SECRETS, stopSignal: "SIGTERM" });
   const deadline = Date.now() + 20_000;
   while (!events.some((e) => e.type === "node_config_applied")) {
     const exited = await Promise.race([

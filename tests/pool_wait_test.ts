@@ -11,44 +11,10 @@ import OpenAI from "openai";
 import type { EdgeEvent } from "../services/edge/ports.ts";
 import { mockNode, startEdge, type TestEdge } from "./stack.ts";
 import { dialTlsConfig } from "./tls_fixture.ts";
-import { TextLog } from "./util.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
-
-/** A Node process from `services/node/main.ts`; stderr kept for failure messages. */
-class NodeProc implements AsyncDisposable {
-  readonly child: Deno.ChildProcess;
-  readonly stderr = new TextLog();
-  readonly #pumps: Promise<void>[];
-
-  constructor(configFile: string) {
-    this.child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "services/node/main.ts", "--config", configFile],
-      cwd: ROOT,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      env: { IOP_LOG_LEVEL: "info", NO_COLOR: "1" },
-    }).spawn();
-    this.#pumps = [
-      new TextLog().readFrom(this.child.stdout),
-      this.stderr.readFrom(this.child.stderr),
-    ];
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      this.child.kill("SIGKILL");
-    } catch {
-      // Already exited.
-    }
-    await this.child.status;
-    await Promise.all(this.#pumps);
-  }
-}
+import { NodeProcess } from "./node_process.ts";
 
 /** Starts node `id` with its token in a file; resolves once the Edge saw it apply its config. */
-async function startNode(edge: TestEdge, id: string): Promise<NodeProc> {
+async function startNode(edge: TestEdge, id: string): Promise<NodeProcess> {
   const tokenFile = `${edge.dir}/${id}.token`;
   // A secret file as `docker secret create` from `echo` leaves it: with a trailing newline.
   await Deno.writeTextFile(tokenFile, `${id}-token\n`);
@@ -73,7 +39,7 @@ async function startNode(edge: TestEdge, id: string): Promise<NodeProc> {
   const unsubscribe = edge.service.subscribe((event) => {
     if (event.type === "node_config_applied" && event.nodeId === id) applied.resolve();
   });
-  const node = new NodeProc(configFile);
+  const node = new NodeProcess(configFile);
   try {
     const late = node.child.status.then((s) => {
       throw new Error(`node ${id} exited with ${s.code} before registering:\n${node.stderr.text}`);
