@@ -130,6 +130,7 @@ const app = createNodeHttp({
   nodeId: config.node.id,
   registered: () => client.registered,
   inFlight: () => core.inFlight,
+  stopping: () => core.stopping,
   adapterHealth: () => health.current(),
 }, registry);
 const server = startupStep(

@@ -121,6 +121,11 @@ export class NodeCore {
     this.#clock = options.clock ?? { now: Date.now };
   }
 
+  /** Why the node takes no new run (it is stopping); undefined while it takes them. */
+  get stopping(): string | undefined {
+    return this.#refusing;
+  }
+
   /** Runs executing now. */
   get inFlight(): number {
     return this.#running.size;

@@ -1,6 +1,7 @@
 /**
- * The Node's small HTTP face: liveness, readiness (registered with its Edge and at least one
- * adapter probed healthy) and metrics.
+ * The Node's small HTTP face: liveness, readiness (registered with its Edge, at least one
+ * adapter probed healthy, and not stopping: a draining node is not ready, so an orchestrator
+ * sends it no more work while it finishes its runs) and metrics.
  * @module
  */
 import { Hono } from "hono";
@@ -11,6 +12,8 @@ export interface NodeHealth {
   nodeId: string;
   registered(): boolean;
   inFlight(): number;
+  /** Why it takes no new run (it is stopping); undefined or absent while it takes them. */
+  stopping?(): string | undefined;
   /**
    * Adapter health by adapter name (and `<adapter>/<target>`); see `health_monitor.ts`.
    * Absent: readiness is registration alone.
@@ -26,10 +29,17 @@ export function createNodeHttp(health: NodeHealth, registry: Registry): Hono {
     const registered = health.registered();
     const adapters = health.adapterHealth ? adapterRows(health.adapterHealth()) : undefined;
     const healthy = adapters === undefined || adapters.some((a) => a.healthy);
-    const ready = registered && healthy;
+    const stopping = health.stopping?.();
+    const ready = registered && healthy && stopping === undefined;
     return c.json(
       {
-        status: ready ? "ready" : !registered ? "not registered with edge" : "no healthy adapter",
+        status: ready
+          ? "ready"
+          : stopping !== undefined
+          ? `stopping: ${stopping}`
+          : !registered
+          ? "not registered with edge"
+          : "no healthy adapter",
         node_id: health.nodeId,
         runs_in_flight: health.inFlight(),
         ...(adapters ? { adapters } : {}),

@@ -1,0 +1,28 @@
+import assert from "node:assert/strict";
+import { Registry } from "prom-client";
+import { createNodeHttp, type NodeHealth } from "./health.ts";
+
+function readyz(health: NodeHealth): Promise<Response> {
+  return Promise.resolve(createNodeHttp(health, new Registry()).request("/readyz"));
+}
+
+Deno.test("a registered node is ready until it starts stopping, then answers 503 saying why", async () => {
+  let stopping: string | undefined;
+  const health: NodeHealth = {
+    nodeId: "n1",
+    registered: () => true,
+    inFlight: () => 2,
+    stopping: () => stopping,
+  };
+  const ready = await readyz(health);
+  assert.equal(ready.status, 200);
+  assert.equal((await ready.json()).status, "ready");
+  stopping = "finishes its runs in flight";
+  const draining = await readyz(health);
+  assert.equal(draining.status, 503);
+  assert.deepEqual(await draining.json(), {
+    status: "stopping: finishes its runs in flight",
+    node_id: "n1",
+    runs_in_flight: 2,
+  });
+});
