@@ -7,17 +7,17 @@ function readyz(health: NodeHealth): Promise<Response> {
 }
 
 Deno.test("a registered node is ready until it starts stopping, then answers 503 saying why", async () => {
-  let stopping: string | undefined;
+  const state: { stopping?: string } = {};
   const health: NodeHealth = {
     nodeId: "n1",
     registered: () => true,
     inFlight: () => 2,
-    stopping: () => stopping,
+    stopping: () => state.stopping,
   };
   const ready = await readyz(health);
   assert.equal(ready.status, 200);
   assert.equal((await ready.json()).status, "ready");
-  stopping = "finishes its runs in flight";
+  state.stopping = "finishes its runs in flight";
   const draining = await readyz(health);
   assert.equal(draining.status, 503);
   assert.deepEqual(await draining.json(), {
