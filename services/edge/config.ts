@@ -101,7 +101,7 @@ export interface ModelRecord {
    * `max_wait_ms`): how long a request waits for a node of the pool to connect when none is
    * connected and accepting runs (a node restarting or replaced, a new Edge); 0 fails at once.
    */
-  queue: { maxLength: number; maxWaitMs: number; waitForProviderMs?: number };
+  queue: { maxLength: number; maxWaitMs: number; waitForProviderMs: number };
   /**
    * What the model does, as its operator declares it: `chat` (generates; the default),
    * `embeddings` (answers `/v1/embeddings` and `/api/embed`), `vision` (takes images). A request

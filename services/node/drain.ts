@@ -13,6 +13,8 @@
 import type { Logger } from "../../shared/log.ts";
 import type { NodeCore } from "./node.ts";
 
+/** Why a draining node takes no new run (its runs' refusals and `/readyz` say so). */
+export const DRAINING_REASON = "stopping: it finishes its runs in flight and takes no new one";
 /** Why the runs still going at the drain timeout end; they reach the client as this reason. */
 export const DRAIN_TIMEOUT_REASON = "node stopping: drain timeout";
 /** Why the runs still going at a second stop signal end. */
@@ -46,7 +48,7 @@ export type DrainOutcome = "drained" | "timed_out" | "stopped_again" | "abandone
 /** Drains the node's runs; resolves once none is left, or the runs left were abandoned. */
 export async function drainRuns(options: DrainOptions): Promise<DrainOutcome> {
   const { core, logger, timeoutMs, signal } = options;
-  core.refuseNewRuns("stopping: it finishes its runs in flight and takes no new one");
+  core.refuseNewRuns(DRAINING_REASON);
   options.announce(timeoutMs);
   const before = core.endedRuns();
   logger.info("node draining", { runs_left: core.inFlight, drain_timeout_ms: timeoutMs });

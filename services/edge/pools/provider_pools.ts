@@ -38,11 +38,6 @@ interface QueueLimits {
 /** Queue limits of a model group without a `models` entry. */
 const DEFAULT_QUEUE: QueueLimits = { maxLength: 64, maxWaitMs: 30_000, waitForProviderMs: 10_000 };
 
-/** `queue.wait_for_provider_ms` when a model sets none: 10 s, at most its `max_wait_ms`. */
-export function defaultWaitForProviderMs(maxWaitMs: number): number {
-  return Math.min(DEFAULT_QUEUE.waitForProviderMs, maxWaitMs);
-}
-
 /** The share of runs without a tenant: the Edge's own (console, domain agents). */
 const EDGE_SHARE: QueueShare = {
   name: "",
@@ -219,10 +214,10 @@ export class ProviderPools {
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const config = this.#deps.config();
     // A group only enrollment templates serve exists; its nodes have not joined yet.
-    const enrolls = config.enrollment.some((r) =>
-      r.sample.providers.some((p) => p.modelGroup === group)
-    );
-    if (providersOf(config.nodes, group).length === 0 && !enrolls) {
+    if (
+      providersOf(config.nodes, group).length === 0 &&
+      !config.enrollment.some((r) => r.sample.providers.some((p) => p.modelGroup === group))
+    ) {
       return Promise.reject(new IopError("NOT_FOUND", `Cannot find model group '${group}'`));
     }
     const limits = this.#limits(group);
@@ -553,12 +548,7 @@ export class ProviderPools {
   }
 
   #limits(group: string): QueueLimits {
-    const queue = this.#deps.config().models.find((m) => m.name === group)?.queue;
-    if (!queue) return DEFAULT_QUEUE;
-    return {
-      ...queue,
-      waitForProviderMs: queue.waitForProviderMs ?? defaultWaitForProviderMs(queue.maxWaitMs),
-    };
+    return this.#deps.config().models.find((m) => m.name === group)?.queue ?? DEFAULT_QUEUE;
   }
 
   #counter(providerId: string): ProviderCounters {

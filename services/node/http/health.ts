@@ -12,8 +12,8 @@ export interface NodeHealth {
   nodeId: string;
   registered(): boolean;
   inFlight(): number;
-  /** Why it takes no new run (it is stopping); undefined or absent while it takes them. */
-  stopping?(): string | undefined;
+  /** Why it takes no new run (it is stopping); undefined while it takes them. */
+  stopping(): string | undefined;
   /**
    * Adapter health by adapter name (and `<adapter>/<target>`); see `health_monitor.ts`.
    * Absent: readiness is registration alone.
@@ -29,14 +29,14 @@ export function createNodeHttp(health: NodeHealth, registry: Registry): Hono {
     const registered = health.registered();
     const adapters = health.adapterHealth ? adapterRows(health.adapterHealth()) : undefined;
     const healthy = adapters === undefined || adapters.some((a) => a.healthy);
-    const stopping = health.stopping?.();
+    const stopping = health.stopping();
     const ready = registered && healthy && stopping === undefined;
     return c.json(
       {
         status: ready
           ? "ready"
           : stopping !== undefined
-          ? `stopping: ${stopping}`
+          ? stopping
           : !registered
           ? "not registered with edge"
           : "no healthy adapter",

@@ -9,7 +9,7 @@ function model(name: string): ModelRecord {
     route: "pool",
     adapter: "",
     target: "",
-    queue: { maxLength: 64, maxWaitMs: 30_000 },
+    queue: { maxLength: 64, maxWaitMs: 30_000, waitForProviderMs: 0 },
     capabilities: ["chat"],
   };
 }
