@@ -134,13 +134,22 @@ export function tlsLink(socket: tls.TLSSocket): ByteLink {
     read,
     write,
     // destroy() drops what the socket still buffers (a stopping node's last run events, sent
-    // just before it closes): with bytes pending, end() sends them and the FIN first.
+    // just before it closes): with bytes pending, end() sends them and the FIN first, for at
+    // most CLOSE_FLUSH_MS, so a peer that stopped reading cannot hold the socket open.
     close: () => {
-      if (socket.writableLength === 0) socket.destroy();
-      else socket.end(() => socket.destroy());
+      if (socket.writableLength === 0) return void socket.destroy();
+      const timer = setTimeout(() => socket.destroy(), CLOSE_FLUSH_MS);
+      Deno.unrefTimer(timer);
+      socket.end(() => {
+        clearTimeout(timer);
+        socket.destroy();
+      });
     },
   };
 }
+
+/** How long a closing TLS link may take to send what it still buffers before it is cut. */
+const CLOSE_FLUSH_MS = 2_000;
 
 /** Options of {@linkcode dialLink}. */
 export interface DialOptions {
