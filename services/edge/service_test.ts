@@ -10,6 +10,7 @@ import { runInput } from "../../shared/run.ts";
 import { parseEdgeConfig } from "./config.ts";
 import type { NodeSession } from "./nodes/registry.ts";
 import type { EdgeEvent, NodeLink } from "./ports.ts";
+import { admitNode } from "./nodes/admission.ts";
 import { EdgeService } from "./service.ts";
 
 /** A node link that records what the Edge sends. */
@@ -187,4 +188,47 @@ Deno.test("EdgeService refuses to undrain a stopping node, and undrains one an o
   assert.equal(service.drainNode("n2", false), true);
   assert.equal(sessions.get("n2")!.draining, false);
   assert.equal(service.status().nodes[1]?.stopping, undefined);
+});
+
+Deno.test("an enrolled node that stopped and disconnected gives up its id: a new key enrolls under it", () => {
+  const config = parseEdgeConfig({
+    edge: { id: "edge-test" },
+    enrollment: [{
+      name: "gpu",
+      token: "gpu-token",
+      node_ids: ["gpu-*"],
+      template: {
+        alias: "{node}",
+        adapters: [{ name: "mock", kind: "mock" }],
+        providers: [{ id: "{node}-p", adapter: "mock", target: "m", model_group: "g" }],
+      },
+    }],
+    models: [{ name: "g", route: "pool" }],
+  }, "service_test.yaml");
+  const service = new EdgeService({
+    config,
+    logger: createLogger("test", { level: "error" }),
+    version: "test",
+    now: () => 1_000,
+  });
+  const join = (nodeKey: string) => {
+    const admission = admitNode(
+      { nodeId: "gpu-1", token: "gpu-token", nodeKey, peerIds: [], mutualTls: false },
+      service.nodeStore,
+      service.enrollment,
+    );
+    assert.ok(admission.ok, admission.ok ? "" : admission.reason);
+    return service.nodeConnected({
+      record: admission.record,
+      link: new RecordingLink(),
+      version: "t",
+      hostname: "h",
+      seat: admission.seat,
+    });
+  };
+  const old = join("old-container-key");
+  service.nodeStopping(old);
+  service.nodeDisconnected(old, "stopped");
+  const fresh = join("new-container-key");
+  assert.equal(fresh.id, "gpu-1");
 });

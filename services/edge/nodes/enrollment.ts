@@ -24,7 +24,7 @@
  * the ids of their hosts); a node that lost its key file is refused until its record goes
  * (`retain_disconnected_ms` after it disconnected; a reload that drops the record frees it at
  * once). A node that said it was stopping (it drained before a restart or an update) gives its
- * id up when its link closes: the next claimant enrolls afresh, so a replaced container with a
+ * id up when its link closes (its record goes): the next claimant enrolls afresh, so a replaced container with a
  * new key file takes its place at once. A node that sends no key (an older Node) binds its record only by a node certificate,
  * and without one any holder of the rule's token can take the id while it is disconnected.
  * - A disconnected node keeps its record (shown as disconnected) for the rule's
@@ -78,8 +78,6 @@ interface Entry {
   nodeKeyHash: string | undefined;
   /** Counts its admissions: only the seat of the latest one moves it. */
   admissions: number;
-  /** It left after saying it was stopping: its id is bound to no key or certificate any more. */
-  released: boolean;
 }
 
 /** What a node holding no rule's token is told, whether or not a rule admits its id. */
@@ -162,7 +160,7 @@ export class Enrollment {
     if (!rule) {
       return refused("wrong_token", `unknown node id '${id}' or wrong node token`);
     }
-    if (existing && !existing.released) {
+    if (existing) {
       const held = heldBy(existing, claim, nodeCertificate);
       if (held) return held;
     }
@@ -173,10 +171,7 @@ export class Enrollment {
           `cannot take its id while the first is connected`,
       );
     }
-    if (existing?.released) this.#entries.delete(id);
-    return existing && !existing.released
-      ? this.#readmit(existing)
-      : this.#enroll(rule, claim, nodeCertificate, store);
+    return existing ? this.#readmit(existing) : this.#enroll(rule, claim, nodeCertificate, store);
   }
 
   /** The certificate names neither the id nor a rule admitting it (which rules, it is not told). */
@@ -239,7 +234,6 @@ export class Enrollment {
       nodeCertificate,
       nodeKeyHash: claim.nodeKey === "" ? undefined : hashSecret(claim.nodeKey),
       admissions: 0,
-      released: false,
     };
     this.#entries.set(id, entry);
     this.#logger.info("node enrolled", {
@@ -264,9 +258,14 @@ export class Enrollment {
       },
       release: (stopped = false) => {
         if (!current() || entry.state === "disconnected") return;
+        if (stopped) {
+          // It left on purpose: its record goes, and the id is free for its replacement.
+          this.#entries.delete(entry.id);
+          this.#changed();
+          return;
+        }
         entry.state = "disconnected";
         entry.disconnectedAtMs = this.#now();
-        entry.released = stopped;
       },
     };
   }
