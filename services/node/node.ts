@@ -10,7 +10,8 @@ import type { Logger } from "../../shared/log.ts";
 import type { RunEvent, RunInput } from "../../shared/run.ts";
 import { traceIdOf } from "../../shared/trace_context.ts";
 import type { TraceSpan } from "../../shared/tracing.ts";
-import { cutToBytes, DEFAULT_OUTPUT_CAP_BYTES, utf8Length } from "./output_cap.ts";
+import { cutToBytes, utf8Length } from "../../shared/utf8.ts";
+import { DEFAULT_OUTPUT_CAP_BYTES } from "./output_cap.ts";
 import { applyNodePolicy, maxActiveRuns, type NodePolicy } from "./policy.ts";
 import type {
   Adapter,

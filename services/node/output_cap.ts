@@ -3,6 +3,7 @@
  * the wire carry), cut on a character boundary, with a trailing line marking a cut.
  * @module
  */
+import { cutToBytes } from "../../shared/utf8.ts";
 
 /** Default of node.yaml `history.output_cap_bytes`: 1 MiB of output per run. */
 export const DEFAULT_OUTPUT_CAP_BYTES = 1024 * 1024;
@@ -16,36 +17,6 @@ export const MAX_OUTPUT_CAP_BYTES = 3 * 1024 * 1024;
 /** The line a cut output ends with. */
 export function truncationMark(capBytes: number): string {
   return `[output truncated at ${capBytes} bytes]`;
-}
-
-/** Length of `text` in UTF-8 bytes, without encoding it. */
-export function utf8Length(text: string): number {
-  let bytes = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x80) bytes += 1;
-    else if (code < 0x800) bytes += 2;
-    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
-      // A surrogate pair is one 4-byte character.
-      bytes += 4;
-      i++;
-    } else bytes += 3;
-  }
-  return bytes;
-}
-
-/** The longest prefix of `text` of at most `maxBytes` UTF-8 bytes that splits no character. */
-export function cutToBytes(text: string, maxBytes: number): string {
-  let bytes = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    const pair = code >= 0xd800 && code <= 0xdbff && i + 1 < text.length;
-    const size = code < 0x80 ? 1 : code < 0x800 ? 2 : pair ? 4 : 3;
-    if (bytes + size > maxBytes) return text.slice(0, i);
-    bytes += size;
-    if (pair) i++;
-  }
-  return text;
 }
 
 /**

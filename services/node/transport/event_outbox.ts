@@ -21,7 +21,7 @@ import { IopError } from "../../../shared/errors.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import { toWireRunEvent } from "../../../shared/run_codec.ts";
 import type { RunEventSink } from "../node.ts";
-import { utf8Length } from "../output_cap.ts";
+import { utf8Length } from "../../../shared/utf8.ts";
 
 /** Options of {@linkcode eventOutbox}. */
 export interface EventOutboxOptions {
