@@ -285,6 +285,8 @@ Deno.test({
                   `the stream finished '${streamed.finish}' with ${streamed.text.length} chars`,
               );
               assert.deepEqual(report.failed, []);
+              // edge-a stays up through a node update: no attempt may go unanswered there.
+              assert.deepEqual(report.unanswered, { refused: 0, closed: 0 });
               assert.equal(streamed.finish, "stop");
               assert.match(streamed.text, /tok99/);
             },
