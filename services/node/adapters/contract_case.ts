@@ -9,7 +9,16 @@
 import { runInput } from "../../../shared/run.ts";
 import assert from "node:assert/strict";
 import { IopError, isErrorCode } from "../../../shared/errors.ts";
+import { kindFeatures } from "../../../shared/adapter_kinds/catalog.ts";
+import type { KindFeatures } from "../../../shared/adapter_kinds/kind.ts";
 import type { Adapter, EventSink, ExecutionSpec, ToolCall } from "../ports.ts";
+
+/** What the fixture's adapter kind declares it does (`shared/adapter_kinds/`). */
+function featuresOf(f: ContractFixture): KindFeatures {
+  const features = kindFeatures(f.adapter.kind);
+  assert.ok(features, `unknown adapter kind '${f.adapter.kind}'`);
+  return features;
+}
 
 /** What the contract suite runs against: an adapter and three specs with known outcomes. */
 export interface ContractFixture {
@@ -155,13 +164,15 @@ export function adapterContract(name: string, setup: () => Promise<ContractFixtu
     const spec = { ...f.okSpec, runId: crypto.randomUUID(), messages: [], embed: { inputs } };
     const sink = recordingSink();
     const outcome = await f.adapter.execute(spec, sink, { signal: never() }).catch((e) => e);
-    if (outcome instanceof Error) {
-      assert.ok(outcome instanceof IopError, `rejected with ${String(outcome)}`);
+    // Exactly what its kind declares: a kind that embeds must not refuse.
+    if (!featuresOf(f).embeddings) {
+      assert.ok(outcome instanceof IopError, `not refused: ${String(outcome)}`);
       assert.equal(outcome.code, "INVALID_ARGUMENT", outcome.message);
       assert.match(outcome.message, /^Cannot run as embed: /);
       assert.deepEqual(sink.embeddings, []);
       return;
     }
+    assert.ok(!(outcome instanceof Error), `refused: ${String(outcome)}`);
     assert.equal(outcome.finishReason, "stop");
     assert.deepEqual(sink.embeddings.map((e) => e.index), [0, 1, 2]);
     const length = sink.embeddings[0]!.values.length;
@@ -192,13 +203,14 @@ export function adapterContract(name: string, setup: () => Promise<ContractFixtu
       };
       const sink = recordingSink();
       const outcome = await f.adapter.execute(spec, sink, { signal: never() }).catch((e) => e);
-      if (outcome instanceof Error) {
-        assert.ok(outcome instanceof IopError, `rejected with ${String(outcome)}`);
+      if (featuresOf(f).images === "none") {
+        assert.ok(outcome instanceof IopError, `not refused: ${String(outcome)}`);
         assert.equal(outcome.code, "INVALID_ARGUMENT", outcome.message);
         assert.match(outcome.message, /^Cannot run as image \(message 0, part 1\): /);
         assert.deepEqual(sink.deltas, []);
         return;
       }
+      assert.ok(!(outcome instanceof Error), `refused: ${String(outcome)}`);
       assert.ok(["stop", "length", "tool_calls"].includes(outcome.finishReason));
       assert.notEqual(sink.deltas.join(""), "", "the answer has text");
     },
