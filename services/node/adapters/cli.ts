@@ -347,7 +347,7 @@ export function createCliAdapter(
       return {
         targets,
         streaming: true,
-        tools: false,
+        tools: CLI_FEATURES.tools,
         sessions: settings.profiles.some((p) => p.resumeArgs.length > 0),
         healthy: targets.length > 0,
         detail,

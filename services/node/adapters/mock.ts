@@ -201,7 +201,7 @@ export function createMockAdapter(
       return Promise.resolve({
         targets: ["echo"],
         streaming: true,
-        tools: false,
+        tools: mockFeatures.tools,
         sessions: false,
         healthy: true,
         detail: "deterministic mock; any target works and echoes the prompt's words",

@@ -329,7 +329,7 @@ export function createOllamaAdapter(
     });
 
   const capabilities = async ({ signal }: { signal: AbortSignal }): Promise<Capabilities> => {
-    const caps = { streaming: true, tools: true, sessions: false };
+    const caps = { streaming: true, tools: FEATURES.tools, sessions: false };
     // A hung server must not hang the health report: the connect limit bounds it too.
     const limit = settings.connectTimeoutMs > 0
       ? AbortSignal.any([signal, AbortSignal.timeout(settings.connectTimeoutMs)])

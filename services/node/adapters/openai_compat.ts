@@ -309,7 +309,7 @@ export function createOpenAICompatAdapter(
     });
 
   const capabilities = async ({ signal }: { signal: AbortSignal }): Promise<Capabilities> => {
-    const caps = { streaming: true, tools: true, sessions: false };
+    const caps = { streaming: true, tools: features.tools, sessions: false };
     const limit = settings.connectTimeoutMs > 0
       ? AbortSignal.any([signal, AbortSignal.timeout(settings.connectTimeoutMs)])
       : signal;
