@@ -33,6 +33,13 @@ export const SEED_BOUNDS = {
 /** Bounds of a token count carried in the wire's `uint32 max_tokens`. */
 export const MAX_TOKENS_BOUNDS = { min: 1, max: UINT32_MAX, integer: true } as const;
 
+/** The range a number field must lie in, inclusive; `integer` refuses fractions. */
+export interface NumberBounds {
+  min?: number;
+  max?: number;
+  integer?: boolean;
+}
+
 function typeName(v: unknown): string {
   return v === null ? "null" : Array.isArray(v) ? "array" : typeof v;
 }
@@ -96,10 +103,7 @@ export class JsonFields {
   }
 
   /** An optional number within bounds; `integer` also rejects fractions. */
-  number(
-    key: string,
-    bounds: { min?: number; max?: number; integer?: boolean } = {},
-  ): number | undefined {
+  number(key: string, bounds: NumberBounds = {}): number | undefined {
     const v = this.value[key];
     if (v === undefined || v === null) return undefined;
     if (typeof v !== "number") this.fail(key, `must be a number, not ${typeName(v)}`);

@@ -18,7 +18,7 @@ import type {
 import type { RequestMeter } from "../http_metrics.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
 import { checkFields, type FieldPolicy, never, onlyAt } from "../field_policy.ts";
-import { INT32_MAX, type JsonFields, SEED_BOUNDS } from "../json_fields.ts";
+import { INT32_MAX, type JsonFields, type NumberBounds, SEED_BOUNDS } from "../json_fields.ts";
 import { errorOf, type RunAnswer, ToolCallAccumulator } from "../run_bridge.ts";
 import { base64ImageUrl } from "../image_input.ts";
 
@@ -33,10 +33,8 @@ export interface OllamaRequest {
 
 const ROLES = ["system", "user", "assistant", "tool"] as const;
 
-type Bounds = { min?: number; max?: number; integer?: boolean };
-
 /** Sampling options forwarded to the backend in `sampling.extra`, with their bounds. */
-const EXTRA_OPTIONS: Record<string, Bounds> = {
+const EXTRA_OPTIONS: Record<string, NumberBounds> = {
   top_k: { min: 0, max: INT32_MAX, integer: true },
   min_p: { min: 0, max: 1 },
   repeat_penalty: { min: 0 },

@@ -23,6 +23,7 @@ import {
   INT32_MAX,
   type JsonFields,
   MAX_TOKENS_BOUNDS,
+  type NumberBounds,
   SEED_BOUNDS,
 } from "../json_fields.ts";
 import { UINT32_MAX } from "../../../../shared/run_codec.ts";
@@ -263,15 +264,13 @@ export interface ParseOptions {
  * vLLM send in the same body. Each backend kind maps them to its own names or drops them with a
  * logged warning (`shared/adapter_kinds/features.ts`).
  */
-export const CHAT_EXTRAS: Readonly<Record<string, Bounds>> = {
+const CHAT_EXTRAS: Readonly<Record<string, NumberBounds>> = {
   presence_penalty: { min: -2, max: 2 },
   frequency_penalty: { min: -2, max: 2 },
   top_k: { min: -1, max: INT32_MAX, integer: true },
   min_p: { min: 0, max: 1 },
   repetition_penalty: { min: 0 },
 };
-
-type Bounds = { min?: number; max?: number; integer?: boolean };
 
 /** Fields OpenAI reads only for its own accounting: they change no answer. */
 export const ACCOUNTING_FIELDS: FieldPolicy = {
@@ -374,9 +373,9 @@ export function parseChatRequest(body: JsonFields, options: ParseOptions = {}): 
 }
 
 /** The `extras` fields of `body`, each checked against its bounds; undefined when none is set. */
-export function extrasOf(
+function extrasOf(
   body: JsonFields,
-  extras: Readonly<Record<string, Bounds>>,
+  extras: Readonly<Record<string, NumberBounds>>,
 ): Record<string, unknown> | undefined {
   let out: Record<string, unknown> | undefined;
   for (const [key, bounds] of Object.entries(extras)) {
