@@ -34,6 +34,7 @@ const sink: EventSink = {
   toolCall: () => {},
   embedding: () => {},
   log: () => {},
+  ready: () => undefined,
 };
 
 async function rawRead(url: string, body: unknown): Promise<void> {

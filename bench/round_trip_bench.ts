@@ -43,6 +43,7 @@ const sink: EventSink = {
   toolCall: () => {},
   embedding: () => {},
   log: () => {},
+  ready: () => undefined,
 };
 
 Deno.bench({

@@ -1,14 +1,59 @@
 /**
- * One run in flight on the Edge: relays the node's events in sequence order to its consumer
- * and settles once with the terminal event.
+ * One run in flight on the Edge: relays the node's events in sequence order to its consumer,
+ * settles once with the terminal event, and credits the node's flow-control window
+ * (node.proto, "Flow control") as its consumer takes the events.
+ *
+ * An event counts as taken when the run hands it on (to its subscriber, or to the buffer its
+ * `events()` iterator reads), unless the consumer said it is paused; the events handed while
+ * paused count from the moment it resumes. Taken events are acknowledged by seq once they add up
+ * to a quarter of the window, a terminal event at once. A consumer paused longer than the stall
+ * timeout gets the run cancelled.
  * @module
  */
 import { AsyncQueue } from "../../shared/async_queue.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../shared/run.ts";
+import { estimatedEventBytes } from "../../shared/run_event_size.ts";
+import { DEFAULT_RUN_WINDOW_BYTES } from "./config.ts";
 import type { RunHandle } from "./ports.ts";
 
 /** Result of offering an event to a run. */
 export type Accepted = "accepted" | "stale" | "terminal";
+
+/** How a run credits its node: the service gives it the link's window and the way to ack. */
+export interface RunFlow {
+  /**
+   * The window the run's node counts in (its link's `run_window_bytes`); 0: the node does not
+   * wait for credit, and acks only let it forget what it retains for a resume.
+   */
+  windowBytes: number;
+  /** A consumer paused this long gets the run cancelled (`runs.stall_timeout_ms`). */
+  stallTimeoutMs: number;
+  /** Acknowledges the run's events up to `seq` to its node (batched per link by the transport). */
+  ack: (seq: number) => void;
+}
+
+/** What the service knows of a run when it dispatches it. */
+export interface RunInit {
+  runId: string;
+  nodeId: string;
+  adapter: string;
+  target: string;
+  startedAtMs: number;
+  /** Dispatched by a provider pool (which may retry it elsewhere when its node is lost). */
+  pooled?: boolean;
+}
+
+const STALL_REASON_START = "client read nothing for ";
+
+/** The reason a stalled run is cancelled with. */
+export function stallReason(stallTimeoutMs: number): string {
+  return `${STALL_REASON_START}${stallTimeoutMs} ms (runs.stall_timeout_ms)`;
+}
+
+/** True for the reason of a run cancelled for a stall ({@linkcode stallReason}). */
+export function isStallReason(reason: string): boolean {
+  return reason.startsWith(STALL_REASON_START);
+}
 
 /** A dispatched run as the service tracks it. */
 export class ActiveRun implements RunHandle {
@@ -17,24 +62,38 @@ export class ActiveRun implements RunHandle {
   readonly adapter: string;
   readonly target: string;
   readonly startedAtMs: number;
+  readonly pooled: boolean;
   /** When the first output arrived at the Edge; 0 before. */
   firstOutputAtMs = 0;
   #lastSeq = 0;
+  #produced = false;
   readonly #queue = new AsyncQueue<RunEvent>();
   readonly #done = Promise.withResolvers<TerminalRunEvent>();
   readonly #cancel: (reason: string) => void;
   #finished = false;
+  // Flow control (all unused without a flow).
+  readonly #flow: RunFlow | undefined;
+  /** Taken bytes that trigger an ack: a quarter of the window. */
+  #ackEveryBytes = 0;
+  /** Bytes taken since the last ack, and the seq of the last event taken. */
+  #unackedBytes = 0;
+  #takenSeq = 0;
+  #paused = false;
+  /** Bytes handed on while paused, and the seq of the last of them. */
+  #heldBytes = 0;
+  #heldSeq = 0;
+  #stallTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(
-    init: { runId: string; nodeId: string; adapter: string; target: string; startedAtMs: number },
-    cancel: (reason: string) => void,
-  ) {
+  constructor(init: RunInit, cancel: (reason: string) => void, flow?: RunFlow) {
     this.runId = init.runId;
     this.nodeId = init.nodeId;
     this.adapter = init.adapter;
     this.target = init.target;
     this.startedAtMs = init.startedAtMs;
+    this.pooled = init.pooled ?? false;
     this.#cancel = cancel;
+    this.#flow = flow;
+    if (flow) this.#ackEveryBytes = ackEvery(flow.windowBytes);
   }
 
   /** Events in order, ending after the terminal one. */
@@ -57,23 +116,64 @@ export class ActiveRun implements RunHandle {
     return this.#finished;
   }
 
+  /** The seq of the last event accepted (0 before the first). */
+  get lastSeq(): number {
+    return this.#lastSeq;
+  }
+
+  /** True once the run sent output, a tool call or an embedding: it had an effect. */
+  get produced(): boolean {
+    return this.#produced;
+  }
+
+  /** True while the consumer says it is paused. */
+  get readerPaused(): boolean {
+    return this.#paused;
+  }
+
   /** Asks for cancellation. */
   cancel(reason = "cancelled by client"): void {
     if (!this.#finished) this.#cancel(reason);
   }
 
+  /**
+   * The consumer is paused (true) or reads again (false); the events handed meanwhile count as
+   * taken once it reads again. Paused for the stall timeout, the run is cancelled.
+   */
+  setReaderPaused(paused: boolean): void {
+    if (this.#finished || paused === this.#paused) return;
+    this.#paused = paused;
+    const flow = this.#flow;
+    if (!flow) return;
+    if (paused) {
+      this.#stallTimer = setTimeout(() => {
+        this.#stallTimer = undefined;
+        this.cancel(stallReason(flow.stallTimeoutMs));
+      }, flow.stallTimeoutMs);
+      return;
+    }
+    clearTimeout(this.#stallTimer);
+    this.#stallTimer = undefined;
+    if (this.#heldSeq <= this.#takenSeq) return;
+    this.#unackedBytes += this.#heldBytes;
+    this.#takenSeq = this.#heldSeq;
+    this.#heldBytes = 0;
+    if (this.#unackedBytes >= this.#ackEveryBytes) this.#sendAck();
+  }
+
+  /**
+   * The run is bound to a new link of its node (a resume), whose window may differ: the last
+   * ack is sent again on it, as one sent while the run had no link went nowhere.
+   */
+  attached(windowBytes: number): void {
+    if (!this.#flow || this.#finished) return;
+    this.#ackEveryBytes = ackEvery(windowBytes);
+    if (this.#takenSeq > 0) this.#sendAck();
+  }
+
   /** Offers an event from the node; out-of-order duplicates are dropped as stale. */
   offer(event: RunEvent): Accepted {
-    if (this.#finished || event.seq <= this.#lastSeq) return "stale";
-    this.#lastSeq = event.seq;
-    // On the Edge's clock, like startedAtMs: the node's timestamps may be skewed against it.
-    if (event.type === "output" && this.firstOutputAtMs === 0) this.firstOutputAtMs = Date.now();
-    this.#queue.push(event);
-    if (!isTerminal(event)) return "accepted";
-    this.#finished = true;
-    this.#queue.end();
-    this.#done.resolve(event);
-    return "terminal";
+    return this.#accept(event, true);
   }
 
   /** Ends the run from the Edge side (node lost, cancel unanswered) with a synthetic event. */
@@ -87,7 +187,62 @@ export class ActiveRun implements RunHandle {
     const terminal: TerminalRunEvent = event.type === "failed"
       ? { ...event, exitCode: 0, runId: this.runId, seq: this.#lastSeq + 1, timestampMs: nowMs }
       : { ...event, runId: this.runId, seq: this.#lastSeq + 1, timestampMs: nowMs };
-    this.offer(terminal);
+    // Not the node's event: there is nothing to acknowledge.
+    this.#accept(terminal, false);
     return terminal;
   }
+
+  #accept(event: RunEvent, fromNode: boolean): Accepted {
+    if (this.#finished || event.seq <= this.#lastSeq) return "stale";
+    this.#lastSeq = event.seq;
+    const type = event.type;
+    if (type === "output" || type === "tool_call" || type === "embedding") {
+      this.#produced = true;
+      // On the Edge's clock, like startedAtMs: the node's timestamps may be skewed against it.
+      if (type === "output" && this.firstOutputAtMs === 0) this.firstOutputAtMs = Date.now();
+    }
+    this.#queue.push(event);
+    if (!isTerminal(event)) {
+      if (this.#flow) this.#taken(event);
+      return "accepted";
+    }
+    this.#finished = true;
+    clearTimeout(this.#stallTimer);
+    this.#stallTimer = undefined;
+    // A terminal event is acknowledged at once, read or not: the node may forget the run.
+    if (fromNode && this.#flow) {
+      this.#takenSeq = event.seq;
+      this.#sendAck();
+    }
+    this.#queue.end();
+    this.#done.resolve(event);
+    return "terminal";
+  }
+
+  /** Counts an event handed on: taken, or held until the paused consumer reads again. */
+  #taken(event: RunEvent): void {
+    const bytes = estimatedEventBytes(event);
+    if (this.#paused) {
+      this.#heldBytes += bytes;
+      this.#heldSeq = event.seq;
+      return;
+    }
+    this.#unackedBytes += bytes;
+    this.#takenSeq = event.seq;
+    if (this.#unackedBytes >= this.#ackEveryBytes) this.#sendAck();
+  }
+
+  #sendAck(): void {
+    this.#unackedBytes = 0;
+    this.#flow!.ack(this.#takenSeq);
+  }
+}
+
+/**
+ * Taken bytes between acks: a quarter of the window, so the node never waits for a whole
+ * window's round trip; without a window, a quarter of the default, so what a node retains for a
+ * resume stays bounded.
+ */
+function ackEvery(windowBytes: number): number {
+  return (windowBytes > 0 ? windowBytes : DEFAULT_RUN_WINDOW_BYTES) / 4;
 }

@@ -193,6 +193,8 @@ export interface EdgeConfig {
   };
   /** Stored Responses API responses (`services/edge/store/response_store.ts`). */
   responses: ResponsesConfig;
+  /** How runs stream from their nodes (node.proto "Flow control" and "Resume"). */
+  runs: RunsConfig;
   nodes: NodeRecord[];
   /** Rules admitting nodes not listed under `nodes` (empty: only listed nodes register). */
   enrollment: EnrollmentRule[];
@@ -204,6 +206,22 @@ export interface EdgeConfig {
    */
   tenants: TenantRecord[];
 }
+
+/**
+ * The `runs` section. `windowBytes`: event bytes a node may send a run ahead of what its client
+ * took (sent to each node as it registers; 0 = no flow control). `stallTimeoutMs`: a run whose
+ * client reads nothing this long while its stream is full is cancelled. `resumeGraceMs`: how long
+ * a run whose node link dropped waits for the node to register again and resume it (0 = fail it
+ * with NODE_LOST at once).
+ */
+export interface RunsConfig {
+  windowBytes: number;
+  stallTimeoutMs: number;
+  resumeGraceMs: number;
+}
+
+/** Default of `runs.window_bytes`: 1 MiB. */
+export const DEFAULT_RUN_WINDOW_BYTES = 1024 * 1024;
 
 /** Environment variables that override Edge config keys. */
 export const EDGE_ENV: readonly EnvOverride[] = [
@@ -234,6 +252,9 @@ export const EDGE_ENV: readonly EnvOverride[] = [
   { env: "IOP_EDGE_A2A_PUBLIC_URL", path: "a2a.public_url", type: "string" },
   { env: "IOP_EDGE_A2A_STORE_PATH", path: "a2a.store_path", type: "string" },
   { env: "IOP_EDGE_RESPONSES_STORE_PATH", path: "responses.store_path", type: "string" },
+  { env: "IOP_EDGE_RUNS_WINDOW_BYTES", path: "runs.window_bytes", type: "number" },
+  { env: "IOP_EDGE_RUNS_STALL_TIMEOUT_MS", path: "runs.stall_timeout_ms", type: "number" },
+  { env: "IOP_EDGE_RUNS_RESUME_GRACE_MS", path: "runs.resume_grace_ms", type: "number" },
 ];
 
 /** Loads and validates the Edge config file with environment overrides. */
@@ -324,11 +345,25 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       maxTaskBytes: a2a.number("max_task_bytes", 1024 * 1024, { min: 1024 }),
     },
     responses: readResponses(root.section("responses"), edge.nonEmpty("id", "edge-local")),
+    runs: readRuns(root.section("runs")),
     nodes,
     enrollment,
     models,
     agents: root.list("agents").map(parseAgent),
     tenants: readTenants(root, http),
+  };
+}
+
+/** The `runs` section ({@linkcode RunsConfig}). */
+function readRuns(runs: ConfigReader): RunsConfig {
+  return {
+    // The wire carries it as a uint32.
+    windowBytes: runs.number("window_bytes", DEFAULT_RUN_WINDOW_BYTES, {
+      min: 0,
+      max: 2 ** 32 - 1,
+    }),
+    stallTimeoutMs: runs.number("stall_timeout_ms", 30_000, { min: 1000 }),
+    resumeGraceMs: runs.number("resume_grace_ms", 30_000, { min: 0 }),
   };
 }
 

@@ -627,3 +627,36 @@ Deno.test("a model served only by an enrollment template is servable; without th
   assert.deepEqual(config.nodes, []);
   rejects({ models }, "models[0].name", /pool model 'llama3.2' has no provider/);
 });
+
+Deno.test("runs defaults: a 1 MiB window, a 30 s stall timeout and a 30 s resume grace", () => {
+  const config = parseEdgeConfig({}, FILE);
+  assert.deepEqual(config.runs, {
+    windowBytes: 1_048_576,
+    stallTimeoutMs: 30_000,
+    resumeGraceMs: 30_000,
+  });
+});
+
+Deno.test("runs keys are read and bounded; 0 turns the window and the grace off", () => {
+  const config = parseEdgeConfig({
+    runs: { window_bytes: 0, stall_timeout_ms: 1000, resume_grace_ms: 0 },
+  }, FILE);
+  assert.deepEqual(config.runs, { windowBytes: 0, stallTimeoutMs: 1000, resumeGraceMs: 0 });
+  rejects({ runs: { window_bytes: -1 } }, "runs.window_bytes", /at least 0/);
+  rejects({ runs: { window_bytes: 1.5 } }, "runs.window_bytes", /whole number/);
+  rejects({ runs: { stall_timeout_ms: 999 } }, "runs.stall_timeout_ms", /at least 1000/);
+  rejects({ runs: { resume_grace_ms: -5 } }, "runs.resume_grace_ms", /at least 0/);
+  rejects({ runs: { resume_grace_ms: "soon" } }, "runs.resume_grace_ms", /must be a number/);
+});
+
+Deno.test("IOP_EDGE_RUNS_* override the runs keys", async () => {
+  await withFile("runs: { window_bytes: 4096 }\n", async (path) => {
+    const env: Record<string, string> = {
+      IOP_EDGE_RUNS_WINDOW_BYTES: "65536",
+      IOP_EDGE_RUNS_STALL_TIMEOUT_MS: "5000",
+      IOP_EDGE_RUNS_RESUME_GRACE_MS: "0",
+    };
+    const config = await loadEdgeConfig(path, (name) => env[name]);
+    assert.deepEqual(config.runs, { windowBytes: 65_536, stallTimeoutMs: 5000, resumeGraceMs: 0 });
+  });
+});

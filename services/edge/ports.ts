@@ -67,6 +67,16 @@ export interface RunHandle {
   readonly done: Promise<TerminalRunEvent>;
   /** Asks the node to cancel; the run ends with a `cancelled` event. */
   cancel(reason?: string): void;
+  /**
+   * Flow control: tells the run whether its consumer is keeping up. Events handed to the
+   * consumer count as read (and are acked to the node, which then produces more) unless the
+   * consumer said it is paused, e.g. an HTTP stream whose buffer is full or a socket whose send
+   * buffer is: call `setReaderPaused(true)` then, and `setReaderPaused(false)` once it drains
+   * (the events handed meanwhile count as read from then). A run paused for longer than
+   * `runs.stall_timeout_ms` is cancelled ("client read nothing for N ms ..."). Calls that do
+   * not change the state are cheap no-ops; a finished run ignores them.
+   */
+  setReaderPaused(paused: boolean): void;
 }
 
 /** One row of a Node's run history, as the Node reported it. */
@@ -128,6 +138,12 @@ export interface NodeLink {
   /** Sends a run; rejects when the link is down. */
   run(runId: string, input: RunInput): Promise<void>;
   cancel(runId: string, reason: string): void;
+  /**
+   * Acknowledges run `runId`'s events up to `seq` (node.proto, "Flow control"): the node may
+   * send that much more and forget what it kept of them for a resume. The transport sends the
+   * acks of one turn in one frame; they are dropped while the link is down.
+   */
+  ack(runId: string, seq: number): void;
   command(command: NodeCommand, timeoutMs: number): Promise<NodeCommandResult>;
   /** Closes the link; the transport then reports the node disconnected. */
   close(reason: string): void;
@@ -181,6 +197,11 @@ export interface NodeStatus {
   connectedAtMs: number;
   lastSeenMs: number;
   inFlight: number;
+  /**
+   * Runs of the node that wait for it to register again after its link dropped
+   * (`runs.resume_grace_ms`); not in `inFlight`. Absent when none.
+   */
+  detachedRuns?: number;
   /** Config version the node acknowledged applying; 0 while offline or not yet acknowledged. */
   configVersion: number;
   /** Config version the Edge sent the node last; 0 while offline. */

@@ -34,6 +34,7 @@ const store = new NodeStore(config.nodes);
 const link: NodeLink = {
   run: () => Promise.resolve(),
   cancel: () => {},
+  ack: () => {},
   command: () => Promise.reject(new Error("unused")),
   close: () => {},
 };

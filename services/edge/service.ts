@@ -6,7 +6,7 @@
  */
 import { IopError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
-import type { RunEvent } from "../../shared/run.ts";
+import { isTerminal, type RunEvent } from "../../shared/run.ts";
 import { secretFingerprint } from "../../shared/secrets.ts";
 import { traceIdOf } from "../../shared/trace_context.ts";
 import { ActiveRun } from "./active_run.ts";
@@ -77,6 +77,33 @@ export interface NodeConnection {
    * when it was sent); absent means the version in force.
    */
   configVersion?: number;
+  /** The flow-control window the registration answer carried; absent: 0 (none). */
+  runWindowBytes?: number;
+  /**
+   * Runs the registration answer told the node to resume (from
+   * {@linkcode EdgeService.resumableRuns}); they are bound to this connection.
+   */
+  resumed?: readonly string[];
+}
+
+/** A run the node listed as held when it registered again: its id and the last seq it sent. */
+export interface HeldRun {
+  runId: string;
+  lastSeq: number;
+}
+
+/** A held run the Edge still waits for, with the last seq it received of it. */
+export interface ResumedRun {
+  runId: string;
+  receivedSeq: number;
+}
+
+/** A run whose node link dropped, waiting for the node to register again. */
+interface Detached {
+  /** Fails the run once `runs.resume_grace_ms` passed. */
+  timer: ReturnType<typeof setTimeout>;
+  /** Why the link dropped. */
+  reason: string;
 }
 
 /** What a config swap did to the connected nodes. */
@@ -100,6 +127,12 @@ export class EdgeService implements OpsGateway {
   #configVersion = 1;
   readonly #registry = new NodeRegistry();
   readonly #runs = new Map<string, ActiveRun>();
+  /** Runs of nodes whose link dropped, by run id; still in `#runs`, counted on no session. */
+  readonly #detached = new Map<string, Detached>();
+  /** False once the node listener closed: no node can come back, so no run waits for one. */
+  #awaitsNodes = true;
+  /** Connections the Edge closed for good (node removed, token changed): no run waits for them. */
+  readonly #dropped = new WeakSet<NodeSession>();
   readonly #bus: EventBus;
   readonly #logger: Logger;
   readonly #metrics: EdgeMetrics | undefined;
@@ -193,14 +226,17 @@ export class EdgeService implements OpsGateway {
       adapters: [],
       wantedConfigVersion: configVersion,
       configVersion: 0,
+      runWindowBytes: conn.runWindowBytes ?? 0,
       ...(conn.seat ? { seat: conn.seat } : {}),
     };
     const replaced = this.#registry.add(session);
     conn.seat?.connected();
     if (replaced) {
-      this.#failRunsOf(replaced, "node reconnected on a new connection");
+      // The node is back already: its runs wait no longer than the re-attachment below.
+      this.#linkLost(replaced, "node reconnected on a new connection", "back");
       replaced.link.close("replaced by a new connection of the same node");
     }
+    this.#reattach(session, new Set(conn.resumed));
     // A reload between the registration answer and now: bring the node up to date.
     if (configVersion !== this.#configVersion) this.#reconcile(session);
     this.#metrics?.nodesConnected.set(this.#registry.size);
@@ -214,13 +250,44 @@ export class EdgeService implements OpsGateway {
     return session;
   }
 
-  /** Forgets a node whose connection ended and fails its runs in flight with NODE_LOST. */
-  nodeDisconnected(session: NodeSession, reason: string): void {
+  /**
+   * Forgets a node whose connection ended. Its runs worth waiting for (they sent output, or they
+   * are not pool runs: a direct or CLI run may have had effects before any output) wait up to
+   * `runs.resume_grace_ms` for the node to register again and resume them; the others, and all
+   * of a node that was stopping or whose own end closed the link (`closedByNode`: its process
+   * ended, so its runs went with it), fail with NODE_LOST at once (a pool retries those
+   * elsewhere). A link that went silent (missed heartbeats) or broke is taken for a blip.
+   */
+  nodeDisconnected(
+    session: NodeSession,
+    reason: string,
+    options: { closedByNode?: boolean } = {},
+  ): void {
     if (!this.#registry.remove(session)) return;
     session.seat?.release(session.stopping === true);
-    this.#failRunsOf(session, reason);
+    this.#linkLost(session, reason, options.closedByNode ? "ended" : "lost");
     this.#metrics?.nodesConnected.set(this.#registry.size);
     this.#bus.publish({ type: "node_disconnected", atMs: this.#now(), nodeId: session.id, reason });
+  }
+
+  /**
+   * The runs among `held` (those node `nodeId` kept through a lost link, as its registration
+   * lists them) that the Edge still waits for, with the last seq it received of each: the
+   * registration answer's `resumed_runs`. Pass their ids to {@linkcode nodeConnected} as
+   * `resumed`; the node cancels the held runs not listed.
+   */
+  resumableRuns(nodeId: string, held: readonly HeldRun[]): ResumedRun[] {
+    if (!this.#awaitsNodes || this.#config.runs.resumeGraceMs === 0) return [];
+    // A stopping connection still registered fails its runs as the new one replaces it.
+    if (this.#registry.get(nodeId)?.stopping) return [];
+    const resumed: ResumedRun[] = [];
+    for (const { runId } of held) {
+      const run = this.#runs.get(runId);
+      if (run && run.nodeId === nodeId && !run.finished) {
+        resumed.push({ runId, receivedSeq: run.lastSeq });
+      }
+    }
+    return resumed;
   }
 
   /** Relays one run event from a node. */
@@ -231,6 +298,11 @@ export class EdgeService implements OpsGateway {
         node_id: session.id,
         run_id: event.runId,
       });
+      if (run) return;
+      // A run the Edge already ended (its cancel unanswered in time, or given up on): the node
+      // may forget it once it ended, and is told to end it while it goes on.
+      if (isTerminal(event)) session.link.ack(event.runId, event.seq);
+      else session.link.cancel(event.runId, `the edge no longer waits for run ${event.runId}`);
       return;
     }
     if (run.offer(event) === "terminal") this.#settle(run, session);
@@ -304,15 +376,25 @@ export class EdgeService implements OpsGateway {
   ): Promise<ActiveRun> {
     options.signal?.throwIfAborted();
     const runId = `run_${crypto.randomUUID().replaceAll("-", "")}`;
+    const nodeId = session.id;
     const run = new ActiveRun(
       {
         runId,
-        nodeId: session.id,
+        nodeId,
         adapter: submission.adapter,
         target: submission.target,
         startedAtMs: this.#now(),
+        pooled: options.pool !== undefined,
       },
       (reason) => this.cancelRun(runId, reason),
+      {
+        windowBytes: session.runWindowBytes ?? 0,
+        stallTimeoutMs: this.#config.runs.stallTimeoutMs,
+        // To the node's connection of the moment; none while the run is detached.
+        ack: (seq) => {
+          if (!this.#detached.has(runId)) this.#registry.get(nodeId)?.link.ack(runId, seq);
+        },
+      },
     );
     this.#runs.set(runId, run);
     session.inFlight++;
@@ -367,16 +449,25 @@ export class EdgeService implements OpsGateway {
     return run;
   }
 
-  /** Asks the run's node to cancel it; returns false for an unknown or finished run. */
+  /**
+   * Asks the run's node to cancel it; returns false for an unknown or finished run. A run waiting
+   * for its node to come back ends at once (the node, back, is not told to resume it).
+   */
   cancelRun(runId: string, reason = "cancelled"): boolean {
     const run = this.#runs.get(runId);
     if (!run || run.finished) return false;
+    if (this.#detached.has(runId)) {
+      run.finish({ type: "cancelled", reason }, this.#now());
+      this.#settle(run, undefined);
+      return true;
+    }
     const session = this.#registry.get(run.nodeId);
     session?.link.cancel(runId, reason);
     // A node that never confirms must not leave the run hanging.
     const timer = setTimeout(() => {
       const terminal = run.finish({ type: "cancelled", reason }, this.#now());
-      if (terminal) this.#settle(run, session);
+      // The connection it counts on now: it may have been detached or resumed meanwhile.
+      if (terminal) this.#settle(run, this.#registry.get(run.nodeId));
     }, session ? CANCEL_GRACE_MS : 0);
     void run.done.then(() => clearTimeout(timer));
     return true;
@@ -507,7 +598,7 @@ export class EdgeService implements OpsGateway {
   /** The resource-first status snapshot of this Edge's group. */
   status(): StatusSnapshot {
     this.enrollment.prune();
-    return buildStatusSnapshot({
+    const snapshot = buildStatusSnapshot({
       edgeId: this.#config.edge.id,
       version: this.#version,
       startedAtMs: this.#startedAtMs,
@@ -517,6 +608,33 @@ export class EdgeService implements OpsGateway {
       providerStats: (id) => this.pools.stats(id),
       resourceUsage: (node, adapter, target) => this.pools.usage(node, adapter, target),
     });
+    if (this.#detached.size === 0) return snapshot;
+    const detached = new Map<string, number>();
+    for (const runId of this.#detached.keys()) {
+      const nodeId = this.#runs.get(runId)!.nodeId;
+      detached.set(nodeId, (detached.get(nodeId) ?? 0) + 1);
+    }
+    for (const node of snapshot.nodes) {
+      const count = detached.get(node.id);
+      if (count) node.detachedRuns = count;
+    }
+    return snapshot;
+  }
+
+  /**
+   * No node can come back (the node listener closed as the Edge stops): runs waiting for theirs
+   * fail at once, and so do those of links lost from now on.
+   */
+  stopAwaitingNodes(reason: string): void {
+    this.#awaitsNodes = false;
+    for (const [runId, { reason: lost }] of [...this.#detached]) {
+      const run = this.#runs.get(runId)!;
+      this.#failLost(
+        run,
+        undefined,
+        `Node '${run.nodeId}' was lost while running: ${lost} (${reason})`,
+      );
+    }
   }
 
   /** Connected sessions, for routing layers. */
@@ -599,6 +717,7 @@ export class EdgeService implements OpsGateway {
       record?.id !== session.id ||
       secretFingerprint(record.token) !== secretFingerprint(session.record.token)
     ) {
+      this.#dropped.add(session);
       session.link.close("node removed from config or its token changed");
       return "dropped";
     }
@@ -619,22 +738,98 @@ export class EdgeService implements OpsGateway {
     return "reconfigured";
   }
 
-  #failRunsOf(session: NodeSession, reason: string): void {
+  /**
+   * The link of `session` is gone (`reason`): each of its runs is detached to wait for the node
+   * when worth it (a link `lost` as `nodeDisconnected` says; every one when the node is `back`
+   * on a new connection, which re-attaches those it resumes), or fails with NODE_LOST (always
+   * when the node `ended` the link itself).
+   */
+  #linkLost(session: NodeSession, reason: string, how: "lost" | "ended" | "back"): void {
+    const graceMs = this.#config.runs.resumeGraceMs;
+    const back = how === "back";
+    // A node whose own end closed the link (its process ended) is not coming back with its runs.
+    const waits = this.#awaitsNodes && graceMs > 0 && how !== "ended" &&
+      session.stopping !== true && !this.#dropped.has(session);
     for (const run of [...this.#runs.values()]) {
-      if (run.nodeId !== session.id) continue;
-      const terminal = run.finish({
-        type: "failed",
-        code: "NODE_LOST",
-        message: `Node '${session.id}' was lost while running: ${reason}`,
-        retryable: true,
-      }, this.#now());
-      if (terminal) this.#settle(run, session);
+      if (run.nodeId !== session.id || this.#detached.has(run.runId)) continue;
+      if (waits && (back || run.produced || !run.pooled)) {
+        this.#detach(run, session, reason, graceMs);
+        continue;
+      }
+      this.#failLost(run, session, `Node '${session.id}' was lost while running: ${reason}`);
     }
   }
 
+  #detach(run: ActiveRun, session: NodeSession, reason: string, graceMs: number): void {
+    session.inFlight = Math.max(0, session.inFlight - 1);
+    const timer = setTimeout(() => {
+      this.#failLost(
+        run,
+        undefined,
+        `Node '${run.nodeId}' did not come back within ${graceMs} ms (runs.resume_grace_ms): ` +
+          reason,
+      );
+    }, graceMs);
+    this.#detached.set(run.runId, { timer, reason });
+    this.#logger.info("run waits for its node to come back", {
+      run_id: run.runId,
+      node_id: run.nodeId,
+      reason,
+      grace_ms: graceMs,
+    });
+  }
+
+  /**
+   * Binds to the node's new connection the detached runs it resumes; fails at once the others
+   * of that node (it came back without them: it restarted), and cancels on the node a resumed
+   * run that ended meanwhile.
+   */
+  #reattach(session: NodeSession, resumed: ReadonlySet<string>): void {
+    for (const [runId, { timer, reason }] of this.#detached) {
+      const run = this.#runs.get(runId)!;
+      if (run.nodeId !== session.id) continue;
+      if (!resumed.has(runId)) {
+        this.#failLost(
+          run,
+          undefined,
+          `Node '${session.id}' was lost while running: ${reason}; it registered again ` +
+            "without the run",
+        );
+        continue;
+      }
+      clearTimeout(timer);
+      this.#detached.delete(runId);
+      session.inFlight++;
+      run.attached(session.runWindowBytes ?? 0);
+      this.#logger.info("run resumed on its node's new connection", {
+        run_id: runId,
+        node_id: session.id,
+        received_seq: run.lastSeq,
+      });
+    }
+    for (const runId of resumed) {
+      const run = this.#runs.get(runId);
+      if (run?.nodeId === session.id && !run.finished) continue;
+      session.link.cancel(runId, `the edge no longer waits for run ${runId}`);
+    }
+  }
+
+  #failLost(run: ActiveRun, session: NodeSession | undefined, message: string): void {
+    const terminal = run.finish(
+      { type: "failed", code: "NODE_LOST", message, retryable: true },
+      this.#now(),
+    );
+    if (terminal) this.#settle(run, session);
+  }
+
+  /** Forgets a finished run; `session` is the one it counted on (none while detached). */
   #settle(run: ActiveRun, session: NodeSession | undefined): void {
     if (!this.#runs.delete(run.runId)) return;
-    if (session) session.inFlight = Math.max(0, session.inFlight - 1);
+    const detached = this.#detached.get(run.runId);
+    if (detached) {
+      clearTimeout(detached.timer);
+      this.#detached.delete(run.runId);
+    } else if (session) session.inFlight = Math.max(0, session.inFlight - 1);
     void run.done.then((terminal) => {
       const durationMs = terminal.timestampMs - run.startedAtMs;
       const status = terminal.type;

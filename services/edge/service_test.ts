@@ -27,6 +27,10 @@ class RecordingLink implements NodeLink {
   cancel(runId: string, reason: string): void {
     this.cancels.push([runId, reason]);
   }
+  readonly acks: [string, number][] = [];
+  ack(runId: string, seq: number): void {
+    this.acks.push([runId, seq]);
+  }
   command(): Promise<never> {
     return Promise.reject(new Error("no commands here"));
   }
@@ -35,9 +39,10 @@ class RecordingLink implements NodeLink {
   }
 }
 
-function serviceWith(nodes: string[]) {
+function serviceWith(nodes: string[], runs: Record<string, number> = {}) {
   const config = parseEdgeConfig({
     edge: { id: "edge-test" },
+    runs,
     nodes: nodes.map((id) => ({
       id,
       token: `${id}-token`,
@@ -73,6 +78,12 @@ function serviceWith(nodes: string[]) {
 const event = (runId: string, seq: number, e: Record<string, unknown>) =>
   ({ runId, seq, timestampMs: 1_000, ...e }) as RunEvent;
 
+/** Waits (a macrotask at a time) until `check` holds. */
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !check(); i++) await new Promise((r) => setTimeout(r, 1));
+  assert.ok(check(), "the condition never held");
+}
+
 Deno.test("EdgeService relays a run's events in order and ends it at the terminal one", async () => {
   const { service, links, sessions, events } = serviceWith(["n1"]);
   const handle = await service.submitRun({ ...runInput({ adapter: "mock", target: "m" }) });
@@ -98,8 +109,8 @@ Deno.test("EdgeService relays a run's events in order and ends it at the termina
   assert.ok(events.some((e) => e.type === "run_finished" && e.status === "completed"));
 });
 
-Deno.test("EdgeService fails the runs of a lost node with NODE_LOST, retryable", async () => {
-  const { service, sessions } = serviceWith(["n1"]);
+Deno.test("EdgeService fails the runs of a lost node with NODE_LOST, retryable, when it waits for none", async () => {
+  const { service, sessions } = serviceWith(["n1"], { resume_grace_ms: 0 });
   const handle = await service.dispatch(
     sessions.get("n1")!,
     runInput({ adapter: "mock", target: "m" }),
@@ -110,7 +121,196 @@ Deno.test("EdgeService fails the runs of a lost node with NODE_LOST, retryable",
   if (terminal.type !== "failed") return;
   assert.equal(terminal.code, "NODE_LOST");
   assert.equal(terminal.retryable, true);
-  assert.match(terminal.message, /n1.*no heartbeat for 6000 ms/);
+  assert.equal(terminal.message, "Node 'n1' was lost while running: no heartbeat for 6000 ms");
+});
+
+Deno.test("a direct run of a lost node waits for it, then fails NODE_LOST saying how long it waited", async () => {
+  const { service, sessions, links } = serviceWith(["n1"], { resume_grace_ms: 50 });
+  const handle = await service.dispatch(
+    sessions.get("n1")!,
+    runInput({ adapter: "mock", target: "m" }),
+  );
+  service.nodeDisconnected(sessions.get("n1")!, "no heartbeat for 6000 ms");
+  const node = service.status().nodes[0]!;
+  assert.deepEqual([node.connected, node.inFlight, node.detachedRuns], [false, 0, 1]);
+  assert.equal(service.status().runsInFlight, 1, "a detached run is still in flight");
+  const terminal = await handle.done;
+  assert.deepEqual(
+    terminal.type === "failed" && [terminal.code, terminal.message, terminal.retryable],
+    [
+      "NODE_LOST",
+      "Node 'n1' did not come back within 50 ms (runs.resume_grace_ms): no heartbeat for 6000 ms",
+      true,
+    ],
+  );
+  assert.equal(service.status().nodes[0]!.detachedRuns, undefined);
+  assert.equal(service.status().runsInFlight, 0);
+  assert.deepEqual(links.get("n1")!.cancels, [], "the lost node is not told anything");
+});
+
+Deno.test("a run with output waits for its node, and resumes on its new connection", async () => {
+  const { service, sessions } = serviceWith(["n1"]);
+  const old = sessions.get("n1")!;
+  const handle = await service.submitRun({
+    ...runInput({ adapter: "", target: "" }),
+    modelGroup: "g",
+  });
+  const runId = handle.runId;
+  service.runEvent(
+    old,
+    event(runId, 1, { type: "started", nodeId: "n1", adapter: "mock", target: "m" }),
+  );
+  service.runEvent(old, event(runId, 2, { type: "output", text: "a" }));
+  service.nodeDisconnected(old, "connection reset");
+  assert.equal(service.status().nodes[0]!.detachedRuns, 1, "a pool run with output waits");
+
+  // The node registers again holding the run: the Edge resumes it from what it received.
+  assert.deepEqual(
+    service.resumableRuns("n1", [{ runId, lastSeq: 4 }, { runId: "run_other", lastSeq: 9 }]),
+    [{ runId, receivedSeq: 2 }],
+  );
+  const link = new RecordingLink();
+  const fresh = service.nodeConnected({
+    record: old.record,
+    link,
+    version: "t",
+    hostname: "h",
+    resumed: [runId],
+  });
+  assert.deepEqual([fresh.inFlight, service.status().nodes[0]!.detachedRuns], [1, undefined]);
+  assert.deepEqual(link.acks, [[runId, 2]], "the new link is told what the Edge took");
+  // The node sends again what followed seq 2; a repeat of seq 2 is dropped.
+  service.runEvent(fresh, event(runId, 2, { type: "output", text: "a" }));
+  service.runEvent(fresh, event(runId, 3, { type: "output", text: "b" }));
+  service.runEvent(
+    fresh,
+    event(runId, 4, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  const texts: string[] = [];
+  for await (const e of handle.events()) if (e.type === "output") texts.push(e.text);
+  assert.deepEqual(texts, ["a", "b"]);
+  assert.equal((await handle.done).type, "completed");
+  assert.equal(fresh.inFlight, 0);
+});
+
+Deno.test("a pool run with no output yet fails over to another node at once", async () => {
+  const { service, sessions, links } = serviceWith(["n1", "n2"]);
+  const handle = await service.submitRun({
+    ...runInput({ adapter: "", target: "" }),
+    modelGroup: "g",
+  });
+  const first = handle.nodeId;
+  const other = first === "n1" ? "n2" : "n1";
+  service.runEvent(
+    sessions.get(first)!,
+    event(handle.runId, 1, { type: "started", nodeId: first, adapter: "mock", target: "m" }),
+  );
+  service.nodeDisconnected(sessions.get(first)!, "connection reset");
+  // The retry runs on the other node.
+  await until(() => handle.nodeId === other);
+  assert.equal(links.get(other)!.runs.length, 1);
+  assert.equal(service.status().nodes.find((n) => n.id === first)!.detachedRuns, undefined);
+  const retry = handle.runId;
+  service.runEvent(sessions.get(other)!, event(retry, 1, { type: "output", text: "b" }));
+  service.runEvent(
+    sessions.get(other)!,
+    event(retry, 2, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  assert.equal((await handle.done).type, "completed");
+});
+
+Deno.test("a stopping node's runs fail at once; a node back without a detached run fails it at once", async () => {
+  const { service, sessions } = serviceWith(["n1", "n2"]);
+  const stopping = await service.dispatch(
+    sessions.get("n1")!,
+    runInput({ adapter: "mock", target: "m" }),
+  );
+  service.nodeStopping(sessions.get("n1")!);
+  service.nodeDisconnected(sessions.get("n1")!, "node stopping");
+  const stopped = await stopping.done;
+  assert.equal(
+    stopped.type === "failed" && stopped.message,
+    "Node 'n1' was lost while running: node stopping",
+  );
+
+  const n2 = sessions.get("n2")!;
+  const forgotten = await service.dispatch(n2, runInput({ adapter: "mock", target: "m" }));
+  service.nodeDisconnected(n2, "connection reset");
+  assert.deepEqual(service.resumableRuns("n2", []), []);
+  const link = new RecordingLink();
+  service.nodeConnected({ record: n2.record, link, version: "t", hostname: "h", resumed: [] });
+  const lost = await forgotten.done;
+  assert.deepEqual(lost.type === "failed" && [lost.code, lost.message], [
+    "NODE_LOST",
+    "Node 'n2' was lost while running: connection reset; it registered again without the run",
+  ]);
+  assert.equal(service.status().runsInFlight, 0);
+});
+
+Deno.test("cancelling a detached run ends it at once; the node back is told to cancel it", async () => {
+  const { service, sessions } = serviceWith(["n1"]);
+  const n1 = sessions.get("n1")!;
+  const handle = await service.dispatch(n1, runInput({ adapter: "mock", target: "m" }));
+  service.nodeDisconnected(n1, "connection reset");
+  assert.equal(service.cancelRun(handle.runId, "client went away"), true);
+  const terminal = await handle.done;
+  assert.deepEqual(terminal.type === "cancelled" && terminal.reason, "client went away");
+  assert.deepEqual(service.resumableRuns("n1", [{ runId: handle.runId, lastSeq: 3 }]), []);
+  // A resume answered just before the cancel: the run is cancelled on the node instead.
+  const link = new RecordingLink();
+  service.nodeConnected({
+    record: n1.record,
+    link,
+    version: "t",
+    hostname: "h",
+    resumed: [handle.runId],
+  });
+  assert.deepEqual(link.cancels, [[
+    handle.runId,
+    `the edge no longer waits for run ${handle.runId}`,
+  ]]);
+});
+
+Deno.test("a node replacing its still-registered connection keeps the runs it lists", async () => {
+  const { service, sessions, links } = serviceWith(["n1"]);
+  const old = sessions.get("n1")!;
+  const kept = await service.dispatch(old, runInput({ adapter: "mock", target: "m" }));
+  const dropped = await service.dispatch(old, runInput({ adapter: "mock", target: "m" }));
+  service.runEvent(old, event(kept.runId, 1, { type: "output", text: "a" }));
+  const resumed = service.resumableRuns("n1", [{ runId: kept.runId, lastSeq: 1 }]);
+  assert.deepEqual(resumed, [{ runId: kept.runId, receivedSeq: 1 }]);
+  const fresh = service.nodeConnected({
+    record: old.record,
+    link: new RecordingLink(),
+    version: "t",
+    hostname: "h",
+    resumed: [kept.runId],
+  });
+  assert.equal(links.get("n1")!.closed, "replaced by a new connection of the same node");
+  const lost = await dropped.done;
+  assert.equal(lost.type === "failed" && lost.code, "NODE_LOST");
+  assert.deepEqual([old.inFlight, fresh.inFlight], [0, 1]);
+  service.runEvent(
+    fresh,
+    event(kept.runId, 2, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  assert.equal((await kept.done).type, "completed");
+  assert.equal(fresh.inFlight, 0);
+});
+
+Deno.test("the Edge closing its node listener stops waiting: detached runs fail at once", async () => {
+  const { service, sessions } = serviceWith(["n1"]);
+  const handle = await service.dispatch(
+    sessions.get("n1")!,
+    runInput({ adapter: "mock", target: "m" }),
+  );
+  service.nodeDisconnected(sessions.get("n1")!, "connection reset");
+  service.stopAwaitingNodes("the edge is stopping");
+  const terminal = await handle.done;
+  assert.equal(
+    terminal.type === "failed" && terminal.message,
+    "Node 'n1' was lost while running: connection reset (the edge is stopping)",
+  );
 });
 
 Deno.test("EdgeService cancels through the node's link and rejects a run it cannot send", async () => {
@@ -147,7 +347,10 @@ Deno.test("EdgeService drops events from a node that does not own the run", asyn
     event(handle.runId, 1, { type: "completed", finishReason: "stop", exitCode: 0 }),
   );
   assert.equal(service.status().runsInFlight, 1, "n2 cannot end n1's run");
-  service.nodeDisconnected(sessions.get("n1")!, "test over");
+  service.runEvent(
+    sessions.get("n1")!,
+    event(handle.runId, 1, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
   await handle.done;
 });
 

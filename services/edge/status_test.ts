@@ -37,6 +37,7 @@ const session = (extra: Partial<NodeSession>): NodeSession => ({
   link: {
     run: () => Promise.resolve(),
     cancel: () => {},
+    ack: () => {},
     command: () => Promise.reject(new Error("unused")),
     close: () => {},
   },

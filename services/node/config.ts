@@ -3,6 +3,11 @@
  * policy (what the adapters the Edge pushes at registration may use on this host, and how many
  * runs it executes at once, `policy.max_active_runs`; see `policy.ts`). The adapters themselves
  * come from the Edge, not from this file.
+ *
+ * The Edge is `edge.address` (one `host:port`) or `edge.addresses` (several, the active Edge
+ * first, then its standbys; `IOP_NODE_EDGE_ADDRESSES`, comma-separated); setting both is an
+ * error. How the node moves between them, and back every `edge.failback_ms`, is
+ * `transport/edge_addresses.ts`.
  * @module
  */
 import {
@@ -12,17 +17,29 @@ import {
   readYamlFile,
 } from "../../shared/config.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../shared/wire/frame.ts";
+import { splitAddress } from "../../shared/wire/link.ts";
 import { type DialTlsFiles, type LinkSecurity, readDialTls } from "../../shared/wire/tls.ts";
 import { DEFAULT_OUTPUT_CAP_BYTES, MAX_OUTPUT_CAP_BYTES } from "./output_cap.ts";
 import { type NodePolicy, readNodePolicy } from "./policy.ts";
+import { DEFAULT_RESUME_GRACE_MS } from "./transport/run_ledger.ts";
 
 /** The validated Node configuration. */
 export interface NodeConfig {
   file: string;
   node: { id: string; token: string };
   edge: {
+    /** The first of `addresses`: the active Edge. */
     address: string;
+    /** Every Edge address in failover order (one unless `edge.addresses` lists several). */
+    addresses: string[];
+    /** `failback_ms`: how often a node on a standby checks the first address; 0 = never. */
+    failbackMs: number;
     maxFrameBytes: number;
+    /**
+     * `resume_grace_ms`: how long runs are held after the link to the Edge is lost, for it to
+     * resume them on the next link (`transport/run_ledger.ts`); 0 cancels them at once.
+     */
+    resumeGraceMs: number;
     backoffInitialMs: number;
     backoffMaxMs: number;
     /** `edge.tls` or `edge.insecure_plaintext`; the Node refuses to start with neither. */
@@ -49,12 +66,24 @@ export interface NodeConfig {
 /** Longest `shutdown.drain_timeout_ms`: a day (the wire carries it as a uint32). */
 export const MAX_DRAIN_TIMEOUT_MS = 86_400_000;
 
+/** Longest `edge.resume_grace_ms`: a day. */
+export const MAX_RESUME_GRACE_MS = 86_400_000;
+
+/** Default `edge.failback_ms`. */
+export const DEFAULT_FAILBACK_MS = 30_000;
+
+/** Shortest `edge.failback_ms` other than 0, so that the checks cannot run in a tight loop. */
+export const MIN_FAILBACK_MS = 100;
+
 /** Environment variables that override Node config keys. */
 export const NODE_ENV: readonly EnvOverride[] = [
   { env: "IOP_NODE_ID", path: "node.id", type: "string" },
   { env: "IOP_NODE_TOKEN", path: "node.token", type: "string" },
   { env: "IOP_NODE_TOKEN_FILE", path: "node.token_file", type: "string" },
   { env: "IOP_NODE_EDGE_ADDRESS", path: "edge.address", type: "string" },
+  { env: "IOP_NODE_EDGE_ADDRESSES", path: "edge.addresses", type: "list" },
+  { env: "IOP_NODE_EDGE_FAILBACK_MS", path: "edge.failback_ms", type: "number" },
+  { env: "IOP_NODE_EDGE_RESUME_GRACE_MS", path: "edge.resume_grace_ms", type: "number" },
   { env: "IOP_NODE_EDGE_TLS_CA", path: "edge.tls.ca", type: "string" },
   { env: "IOP_NODE_EDGE_TLS_SERVER_NAME", path: "edge.tls.server_name", type: "string" },
   { env: "IOP_NODE_EDGE_TLS_CERT", path: "edge.tls.cert", type: "string" },
@@ -84,12 +113,19 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
   const health = root.section("health");
   const shutdown = root.section("shutdown");
   const id = node.nonEmpty("id");
+  const addresses = readEdgeAddresses(edge);
   return {
     file,
     node: { id, token: readToken(node) },
     edge: {
-      address: edge.nonEmpty("address", "127.0.0.1:7100"),
+      address: addresses[0]!,
+      addresses,
+      failbackMs: readFailbackMs(edge),
       maxFrameBytes: edge.number("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, { min: 1024 }),
+      resumeGraceMs: edge.number("resume_grace_ms", DEFAULT_RESUME_GRACE_MS, {
+        min: 0,
+        max: MAX_RESUME_GRACE_MS,
+      }),
       backoffInitialMs: edge.number("backoff_initial_ms", 250, { min: 10 }),
       backoffMaxMs: edge.number("backoff_max_ms", 10_000, { min: 10 }),
       security: readDialTls(edge),
@@ -117,6 +153,55 @@ export function parseNodeConfig(raw: unknown, file: string): NodeConfig {
       }),
     },
   };
+}
+
+/**
+ * `edge.addresses` (a non-empty list of distinct `host:port`), or `edge.address` as a list of
+ * one (default `127.0.0.1:7100`). At most one of the two may be set.
+ */
+function readEdgeAddresses(edge: ConfigReader): string[] {
+  if (!edge.has("addresses")) {
+    const address = edge.nonEmpty("address", "127.0.0.1:7100");
+    checkAddress(edge, "address", address);
+    return [address];
+  }
+  if (edge.has("address")) {
+    throw edge.error(
+      "addresses",
+      "cannot be set together with edge.address (IOP_NODE_EDGE_ADDRESS): set only one",
+    );
+  }
+  const addresses = edge.strings("addresses").map((a) => a.trim());
+  if (addresses.length === 0) {
+    throw edge.error("addresses", "must list at least one host:port");
+  }
+  addresses.forEach((address, i) => {
+    checkAddress(edge, `addresses[${i}]`, address);
+    if (addresses.indexOf(address) !== i) {
+      throw edge.error(`addresses[${i}]`, `lists '${address}' a second time`);
+    }
+  });
+  return addresses;
+}
+
+function checkAddress(edge: ConfigReader, key: string, address: string): void {
+  try {
+    splitAddress(address);
+  } catch {
+    throw edge.error(key, `must be host:port: current value is '${address}'`);
+  }
+}
+
+/** `edge.failback_ms`: 0 (never) or at least {@linkcode MIN_FAILBACK_MS}. */
+function readFailbackMs(edge: ConfigReader): number {
+  const ms = edge.number("failback_ms", DEFAULT_FAILBACK_MS, { min: 0 });
+  if (ms !== 0 && ms < MIN_FAILBACK_MS) {
+    throw edge.error(
+      "failback_ms",
+      `must be 0 (never) or at least ${MIN_FAILBACK_MS}: current value is ${ms}`,
+    );
+  }
+  return ms;
 }
 
 /**

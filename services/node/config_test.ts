@@ -20,7 +20,10 @@ Deno.test("a node config with only id and token gets the documented defaults", (
     node: { id: "n1", token: "t" },
     edge: {
       address: "127.0.0.1:7100",
+      addresses: ["127.0.0.1:7100"],
+      failbackMs: 30_000,
       maxFrameBytes: 4 * 1024 * 1024,
+      resumeGraceMs: 30_000,
       backoffInitialMs: 250,
       backoffMaxMs: 10_000,
       // Neither tls nor the opt-out: the node refuses to start (requireLinkSecurity).
@@ -52,6 +55,25 @@ Deno.test("shutdown.drain_timeout_ms is read; 0 is allowed, a negative one is re
   await withFile("node: { id: n1, token: t1 }\n", async (path) => {
     const env = (n: string) => n === "IOP_NODE_SHUTDOWN_DRAIN_TIMEOUT_MS" ? "9000" : undefined;
     assert.equal((await loadNodeConfig(path, env)).shutdown.drainTimeoutMs, 9_000);
+  });
+});
+
+Deno.test("edge.resume_grace_ms is read from the file and IOP_NODE_EDGE_RESUME_GRACE_MS; 0 is allowed", async () => {
+  const raw = (ms: unknown) => ({ node: { id: "n", token: "t" }, edge: { resume_grace_ms: ms } });
+  assert.equal(parseNodeConfig(raw(5_000), "node.yaml").edge.resumeGraceMs, 5_000);
+  assert.equal(parseNodeConfig(raw(0), "node.yaml").edge.resumeGraceMs, 0);
+  assert.throws(() => parseNodeConfig(raw(-1), "node.yaml"), {
+    name: "ConfigError",
+    message: "node.yaml: edge.resume_grace_ms: must be at least 0: current value is -1",
+  });
+  assert.throws(() => parseNodeConfig(raw("30s"), "node.yaml"), {
+    name: "ConfigError",
+    message: "node.yaml: edge.resume_grace_ms: must be a number: current value is '30s'",
+  });
+  assert.throws(() => parseNodeConfig(raw(86_400_001), "node.yaml"), ConfigError);
+  await withFile("node: { id: n1, token: t1 }\n", async (path) => {
+    const env = (n: string) => n === "IOP_NODE_EDGE_RESUME_GRACE_MS" ? "2500" : undefined;
+    assert.equal((await loadNodeConfig(path, env)).edge.resumeGraceMs, 2_500);
   });
 });
 
@@ -251,4 +273,61 @@ Deno.test("node.token_file (IOP_NODE_TOKEN_FILE) reads the token from a secret f
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("edge.addresses lists the active edge and its standbys; edge.address is a list of one", () => {
+  const base = { node: { id: "n", token: "t" } };
+  const one = parseNodeConfig({ ...base, edge: { address: "edge-a:7100" } }, "node.yaml");
+  assert.deepEqual(one.edge.addresses, ["edge-a:7100"]);
+  assert.equal(one.edge.address, "edge-a:7100");
+  assert.equal(one.edge.failbackMs, 30_000);
+  const two = parseNodeConfig({
+    ...base,
+    edge: { addresses: ["edge-a:7100", "edge-a-standby:7100"], failback_ms: 0 },
+  }, "node.yaml");
+  assert.deepEqual(two.edge.addresses, ["edge-a:7100", "edge-a-standby:7100"]);
+  assert.equal(two.edge.address, "edge-a:7100", "the first address is the active edge");
+  assert.equal(two.edge.failbackMs, 0);
+  assert.deepEqual(parseNodeConfig(base, "node.yaml").edge.addresses, ["127.0.0.1:7100"]);
+});
+
+Deno.test("bad edge addresses are refused naming the key", () => {
+  const refuses = (edge: Record<string, unknown>, message: string) =>
+    assert.throws(() => parseNodeConfig({ node: { id: "n", token: "t" }, edge }, "node.yaml"), {
+      name: "ConfigError",
+      message: `node.yaml: ${message}`,
+    });
+  refuses(
+    { address: "a:1", addresses: ["b:2"] },
+    "edge.addresses: cannot be set together with edge.address (IOP_NODE_EDGE_ADDRESS): set only one",
+  );
+  refuses({ addresses: [] }, "edge.addresses: must list at least one host:port");
+  refuses({ addresses: "a:1" }, "edge.addresses: must be a list: current value is 'a:1'");
+  refuses(
+    { addresses: ["a:1", "b"] },
+    "edge.addresses[1]: must be host:port: current value is 'b'",
+  );
+  refuses({ addresses: ["a:1", "a:1"] }, "edge.addresses[1]: lists 'a:1' a second time");
+  refuses({ address: "edge" }, "edge.address: must be host:port: current value is 'edge'");
+  refuses(
+    { failback_ms: 5 },
+    "edge.failback_ms: must be 0 (never) or at least 100: current value is 5",
+  );
+});
+
+Deno.test("IOP_NODE_EDGE_ADDRESSES is a comma-separated list; with edge.address set it is an error", async () => {
+  const env: Record<string, string> = {
+    IOP_NODE_EDGE_ADDRESSES: "edge-a:7100, edge-a-standby:7100",
+    IOP_NODE_EDGE_FAILBACK_MS: "2000",
+  };
+  await withFile("node: { id: n1, token: t1 }\n", async (path) => {
+    const config = await loadNodeConfig(path, (name) => env[name]);
+    assert.deepEqual(config.edge.addresses, ["edge-a:7100", "edge-a-standby:7100"]);
+    assert.equal(config.edge.failbackMs, 2000);
+  });
+  await withFile("node: { id: n1, token: t1 }\nedge: { address: 'e:7100' }\n", async (path) => {
+    const err = await loadNodeConfig(path, (name) => env[name]).catch((e) => e);
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, /edge\.addresses: cannot be set together with edge\.address/);
+  });
 });

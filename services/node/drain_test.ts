@@ -139,7 +139,7 @@ Deno.test("a second signal while cancelling at the drain timeout ends the wait a
   assert.deepEqual(n.log.at(-1)?.reason, "signal received again during the drain");
 });
 
-Deno.test("a drain whose runs the lost link cancelled says so instead of 'every run finished'", async () => {
+Deno.test("a drain whose runs a lost link cancelled says so instead of 'every run finished'", async () => {
   await using n = await node();
   const quick = n.run("r1", "quick");
   const slow = n.run("r2", "slow");
@@ -151,8 +151,9 @@ Deno.test("a drain whose runs the lost link cancelled says so instead of 'every 
     signal: new AbortController().signal,
   });
   assert.equal((await quick).type, "completed");
-  // The link to the Edge drops: the client cancels every run (edge_client.ts).
-  await n.core.cancelAll("link to edge lost");
+  // The link to the Edge stays down past edge.resume_grace_ms: the held runs are cancelled
+  // (transport/run_ledger.ts).
+  await n.core.cancelAll("link to edge lost for 30000 ms (edge.resume_grace_ms)");
   assert.equal((await slow).type, "cancelled");
   assert.equal(await drained, "drained");
   const last = n.log.at(-1)!;

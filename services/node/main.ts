@@ -111,7 +111,8 @@ const core = new NodeCore({
 health.start();
 
 const client = startEdgeClient({
-  edgeAddress: config.edge.address,
+  edgeAddress: config.edge.addresses,
+  failbackMs: config.edge.failbackMs,
   tls: edgeTls,
   nodeId: config.node.id,
   token: config.node.token,
@@ -120,6 +121,7 @@ const client = startEdgeClient({
   core,
   logger: logger.with({ node_id: config.node.id }),
   maxFrameBytes: config.edge.maxFrameBytes,
+  resumeGraceMs: config.edge.resumeGraceMs,
   backoffInitialMs: config.edge.backoffInitialMs,
   backoffMaxMs: config.edge.backoffMaxMs,
   wireMetrics: createWireMetrics(registry, "node", "edge"),

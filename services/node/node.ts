@@ -2,7 +2,10 @@
  * The Node's application core: builds its adapters from the config the Edge pushes, refusing
  * those the Node's own policy does not allow (`policy.ts`), executes runs through them, turns
  * adapter callbacks into sequence-numbered run events, records every run in the history store,
- * and answers node commands. It knows nothing of the wire.
+ * and answers node commands. It knows nothing of the wire: where a run's events go, and whether
+ * there is room for more of them (flow control), is the {@linkcode RunOutlet} it is given. A
+ * run ends by itself, by `cancelRun` or by `cancelAll` (the node stopping), never because a
+ * link went away.
  * @module
  */
 import { IopError, OverloadedError, toIopError } from "../../shared/errors.ts";
@@ -58,6 +61,22 @@ export interface NodeCoreOptions {
 
 /** Receives the run events of one run, in order. */
 export type RunEventSink = (event: RunEvent) => void;
+
+/** Where one run's events go, and whether their consumer has room for more. */
+export interface RunOutlet {
+  /** Takes the run's events in order; a throw refuses the event, which fails the run. */
+  emit: RunEventSink;
+  /**
+   * Undefined while the run may go on; else a promise that resolves once its consumer made
+   * room (see `EventSink.ready`). Must not allocate while there is room.
+   */
+  ready(): Promise<void> | undefined;
+}
+
+/** The outlet of a plain sink: always room. */
+function alwaysRoom(emit: RunEventSink): RunOutlet {
+  return { emit, ready: () => undefined };
+}
 
 /** Capabilities of one adapter, for the capabilities command. */
 export interface AdapterReport extends Capabilities {
@@ -179,8 +198,13 @@ export class NodeCore {
     return { adapters: built.adapters.list().map((a) => a.name), rejected: { ...this.#refused } };
   }
 
-  /** Starts a run; its events, ending with exactly one terminal event, go to `emit`. */
-  startRun(runId: string, input: RunInput, emit: RunEventSink): void {
+  /**
+   * Starts a run; its events, ending with exactly one terminal event, go to `out` (a plain sink
+   * always has room); its adapter reads its backend only while `out` has room.
+   */
+  startRun(runId: string, input: RunInput, out: RunEventSink | RunOutlet): void {
+    const outlet = typeof out === "function" ? alwaysRoom(out) : out;
+    const emit = outlet.emit;
     let seq = 0;
     // Numbered once sent: an event the outbox refuses (too large for a frame) throws into the
     // adapter, fails the run, and leaves no gap before the failure.
@@ -250,7 +274,7 @@ export class NodeCore {
     };
     const signal = running.controller.signal;
     this.#users.set(adapter, (this.#users.get(adapter) ?? 0) + 1);
-    running.done = adapter.execute(spec, this.#sinkFor(run), { signal }).then(
+    running.done = adapter.execute(spec, this.#sinkFor(run, outlet), { signal }).then(
       (result) => this.#completed(run, result),
       (err) => this.#ended(run, err),
     ).finally(() => {
@@ -311,10 +335,14 @@ export class NodeCore {
     return resolve(runId, input, this.#adapters);
   }
 
-  /** The sink an adapter writes to: events while the run is not cancelled, and the summary. */
-  #sinkFor(run: RunState): EventSink {
+  /**
+   * The sink an adapter writes to: events while the run is not cancelled, the summary, and the
+   * outlet's room (always room once cancelled, so the adapter gets to its end).
+   */
+  #sinkFor(run: RunState, outlet: RunOutlet): EventSink {
     const signal = run.running.controller.signal;
     return {
+      ready: () => (signal.aborted ? undefined : outlet.ready()),
       output: (text: string) => {
         if (signal.aborted || text === "") return;
         this.#firstOutput(run);
@@ -460,7 +488,7 @@ export class NodeCore {
     this.#adapters = undefined;
   }
 
-  /** Cancels every run, e.g. when the link to the Edge is lost; resolves when all ended. */
+  /** Cancels every run (the node stops, or its drain ran out); resolves when all ended. */
   async cancelAll(reason: string): Promise<void> {
     const all = [...this.#running.values()];
     for (const [runId] of this.#running) this.cancelRun(runId, reason);

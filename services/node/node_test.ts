@@ -373,7 +373,7 @@ Deno.test("cancelAll stops every run and resolves once all have ended", async ()
   await using node = await nodeWith([mock({ tokens: 1000, tokenDelayMs: 10 })]);
   const a = node.run("a", runInput({ adapter: "mock", target: "x" }));
   const b = node.run("b", runInput({ adapter: "mock", target: "x" }));
-  await node.core.cancelAll("link to edge lost");
+  await node.core.cancelAll("node stopping");
   assert.equal(node.core.inFlight, 0);
   for (const run of [a, b]) {
     assert.deepEqual((await run.done).at(-1)!.type, "cancelled");

@@ -26,6 +26,16 @@ export interface EventSink {
   log(stream: string, text: string): void;
   /** The vector of input `index` of an embedding run (`spec.embed`), sent in input order. */
   embedding(index: number, values: number[]): void;
+  /**
+   * Whether the run's consumer has room for more: undefined while the run may go on; a promise
+   * that resolves when its consumer made room (the run's flow-control window is full). An
+   * adapter checks it between backend reads and awaits the promise before it reads on, so a
+   * stalled consumer stops the backend (its socket or the CLI's pipes fill up); events it
+   * emits meanwhile are still taken. Cheap: allocates nothing while there is room, so call it
+   * as `const wait = sink.ready(); if (wait) await wait;` (racing the run's signal, which the
+   * promise does not follow: `adapters/room.ts`).
+   */
+  ready(): Promise<void> | undefined;
 }
 
 /** How a successful execution ended. */

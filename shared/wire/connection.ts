@@ -215,14 +215,14 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
         decoder.check();
       }
       decoder.end();
-      this.close("peer closed");
+      this.close(PEER_CLOSED);
     } catch (err) {
       if (err instanceof FrameError) {
         metrics?.rejected(err.kind);
         this.close(`${err.kind} frame`);
         throw err;
       }
-      this.close(this.#closeReason ?? "read failed");
+      this.close(this.#closeReason ?? (isReset(err) ? PEER_RESET : "read failed"));
     }
   }
 
@@ -241,6 +241,12 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   }
 }
 
+/** A reset by the peer's host, from a Deno socket or a `node:tls` one. */
+function isReset(err: unknown): boolean {
+  return err instanceof Deno.errors.ConnectionReset ||
+    (err as { code?: unknown } | null)?.code === "ECONNRESET";
+}
+
 /** The batch as one buffer of frames: each body behind its varint length. */
 function frames(batch: Batch): Uint8Array {
   const out = new Uint8Array(batch.bytes);
@@ -255,3 +261,17 @@ function frames(batch: Batch): Uint8Array {
 
 /** Bytes read per socket read; the decoder copies what it keeps, so one buffer serves a link. */
 const READ_CHUNK_BYTES = 8 * 1024;
+
+/** The close reason of a connection its peer ended (end of stream). */
+export const PEER_CLOSED = "peer closed";
+/** The close reason of a connection its peer's host reset (its process died mid-exchange). */
+export const PEER_RESET = "peer reset";
+
+/**
+ * True for a close the peer's own end caused (its process closed the socket or died), as
+ * opposed to one this side decided (missed heartbeats) or a network failure: a peer that ended
+ * its connection is not expected back with what it had.
+ */
+export function closedByPeer(reason: string): boolean {
+  return reason === PEER_CLOSED || reason === PEER_RESET;
+}

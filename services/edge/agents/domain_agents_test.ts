@@ -11,6 +11,7 @@ const logger = createLogger("test", { writer: () => {} });
 const idleLink: NodeLink = {
   run: () => Promise.resolve(),
   cancel: () => {},
+  ack: () => {},
   command: () => Promise.reject(new Error("no commands here")),
   close: () => {},
 };

@@ -14,12 +14,19 @@ import {
   type ToolCall,
   type Usage,
 } from "../../../shared/run.ts";
+import { isStallReason } from "../active_run.ts";
 import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
 import { holdLease } from "../tenants/limiter.ts";
 import type { TenantRecord } from "../tenants/tenant.ts";
 
 /** Retry-After of a run its node refused as overloaded (its own profile or run limits). */
 const NODE_RETRY_AFTER_S = 1;
+
+/**
+ * Bytes a streamed body holds that its client has not read before its run is told the reader
+ * is paused (so the node stops producing once its window is used up).
+ */
+export const STREAM_HIGH_WATER_BYTES = 64 * 1024;
 
 /**
  * The events of a started run: buffered (and readable one by one, for a whole answer) until a
@@ -253,6 +260,11 @@ export type AnswerWriter = (out: (text: string) => void) => Generator<void, void
  * as its frame is read, and what one socket read produced leaves as one chunk (flushed after
  * the current task), so a burst of deltas costs one write, not one per delta. When the client
  * goes away the run is cancelled. `onEnd` runs once either way.
+ *
+ * Flow control: once the body holds {@linkcode STREAM_HIGH_WATER_BYTES} the client has not
+ * read, the run is told its reader is paused, and that it reads again when the client takes
+ * from it. A run cancelled for a stall (its client read nothing for `runs.stall_timeout_ms`)
+ * errors the body, which frees what it holds.
  */
 export function streamBody(
   run: StartedRun,
@@ -263,12 +275,18 @@ export function streamBody(
   let pending = "";
   let scheduled = false;
   let closed = false;
+  /** What the run was last told: the body is full and the client does not read. */
+  let paused = false;
   let controller: ReadableStreamDefaultController<Uint8Array>;
   const flush = () => {
     scheduled = false;
     if (pending === "" || closed) return;
     controller.enqueue(encoder.encode(pending));
     pending = "";
+    if (!paused && controller.desiredSize! <= 0) {
+      paused = true;
+      run.handle.setReaderPaused(true);
+    }
   };
   const out = (text: string) => {
     pending += text;
@@ -297,6 +315,12 @@ export function streamBody(
       }
       run.events.subscribe((event) => {
         if (closed) return;
+        if (event.type === "cancelled" && isStallReason(event.reason)) {
+          // Nobody reads what the body holds: dropping it frees the memory.
+          pending = "";
+          finish(errorOf(event));
+          return;
+        }
         try {
           if (writer.next(event).done) finish();
         } catch (err) {
@@ -304,11 +328,16 @@ export function streamBody(
         }
       });
     },
+    pull() {
+      if (!paused) return;
+      paused = false;
+      run.handle.setReaderPaused(false);
+    },
     cancel() {
       if (closed) return;
       closed = true;
       run.handle.cancel("client went away");
       onEnd();
     },
-  });
+  }, { highWaterMark: STREAM_HIGH_WATER_BYTES, size: (chunk) => chunk.byteLength });
 }

@@ -29,6 +29,11 @@ class FakeRun implements RunHandle {
   cancel(reason = "cancelled"): void {
     this.cancelled.push(reason);
   }
+  /** What the consumer said of itself, in order (only changes are recorded). */
+  readonly pauses: boolean[] = [];
+  setReaderPaused(paused: boolean): void {
+    if ((this.pauses.at(-1) ?? false) !== paused) this.pauses.push(paused);
+  }
   /** Delivers one event, as the transport does when its frame is read. */
   emit(event: DistributiveOmit<RunEvent, "runId" | "seq" | "timestampMs">): void {
     const full = { ...event, runId: this.runId, seq: ++this.#seq, timestampMs: 0 } as RunEvent;
@@ -204,4 +209,60 @@ Deno.test("startRun cancels a run whose client went away while it was being sent
   run.emit({ type: "cancelled", reason: "client went away" });
   await assert.rejects(starting, /cancelled/);
   assert.deepEqual(run.cancelled, ["client went away"]);
+});
+
+Deno.test("streamBody tells the run its reader paused once the unread body is full, and reads again on a read", async () => {
+  const run = new FakeRun();
+  const starting = startRun(serviceFor(run), submission, never, caller);
+  run.emit({ type: "output", text: "a" });
+  const response = new Response(streamBody(await starting, textWriter, () => {}));
+  const reader = response.body!.getReader();
+  assert.equal(new TextDecoder().decode((await reader.read()).value), "[a");
+  // The client reads no more: 8 KiB deltas, one per socket read, fill the body.
+  const delta = "x".repeat(8 * 1024);
+  for (let i = 0; i < 7; i++) {
+    run.emit({ type: "output", text: delta });
+    await tick();
+  }
+  assert.deepEqual(run.pauses, [], "below the high-water mark the reader is not paused");
+  run.emit({ type: "output", text: delta });
+  await tick();
+  assert.deepEqual(run.pauses, [true]);
+  // Reading frees room: the run hears its reader reads again.
+  await reader.read();
+  assert.deepEqual(run.pauses, [true, false]);
+  await reader.cancel();
+});
+
+Deno.test("streamBody errors its body, dropping what it holds, when the run is cancelled for a stall", async () => {
+  const run = new FakeRun();
+  const starting = startRun(serviceFor(run), submission, never, caller);
+  run.emit({ type: "output", text: "a" });
+  let ends = 0;
+  const body = streamBody(await starting, textWriter, () => ends++);
+  const reader = body.getReader();
+  await reader.read();
+  for (let i = 0; i < 9; i++) {
+    run.emit({ type: "output", text: "x".repeat(8 * 1024) });
+    await tick();
+  }
+  assert.deepEqual(run.pauses, [true]);
+  run.emit({
+    type: "cancelled",
+    reason: "client read nothing for 30000 ms (runs.stall_timeout_ms)",
+  });
+  await assert.rejects(reader.read(), /The run was cancelled: client read nothing for 30000 ms/);
+  assert.equal(ends, 1);
+});
+
+Deno.test("a whole answer never pauses its run, however much it holds", async () => {
+  const run = new FakeRun();
+  const starting = startRun(serviceFor(run), submission, never, caller);
+  run.emit({ type: "output", text: "a" });
+  const started = await starting;
+  for (let i = 0; i < 200; i++) run.emit({ type: "output", text: "x".repeat(1024) });
+  run.emit({ type: "completed", finishReason: "stop", exitCode: 0 });
+  const answer = await collectAnswer(started.events);
+  assert.equal(answer.text.length, 1 + 200 * 1024);
+  assert.deepEqual(run.pauses, []);
 });

@@ -44,6 +44,11 @@ export interface NodeSession {
   wantedConfigVersion: number;
   /** Version of the config the node last acknowledged applying; 0 until it does. */
   configVersion: number;
+  /**
+   * The flow-control window this connection's registration answer gave the node (node.proto,
+   * "Flow control"): its runs count their acks in it. Absent: 0, no window.
+   */
+  runWindowBytes?: number;
 }
 
 /** Connected nodes by id and alias. */

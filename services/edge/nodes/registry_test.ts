@@ -6,6 +6,7 @@ import { NodeRegistry, type NodeSession } from "./registry.ts";
 const link: NodeLink = {
   run: () => Promise.resolve(),
   cancel: () => {},
+  ack: () => {},
   command: () => Promise.reject(new Error("unused")),
   close: () => {},
 };

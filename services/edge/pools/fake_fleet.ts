@@ -63,6 +63,7 @@ export class Fleet {
   readonly sessions: NodeSession[];
   readonly sent: Sent[] = [];
   readonly cancels: { nodeId: string; runId: string; reason: string }[] = [];
+  readonly acks: { nodeId: string; runId: string; seq: number }[] = [];
   readonly pools: ProviderPools;
   nowMs = 1_000;
   /** Nodes whose link refuses new runs. */
@@ -93,6 +94,7 @@ export class Fleet {
             Promise.resolve()
           ),
         cancel: (runId, reason) => this.cancels.push({ nodeId: record.id, runId, reason }),
+        ack: (runId, seq) => this.acks.push({ nodeId: record.id, runId, seq }),
         command: () => Promise.reject(new Error("not used by the pools")),
         close: () => {},
       },

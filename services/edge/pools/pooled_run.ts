@@ -39,6 +39,8 @@ export class PooledRun implements RunHandle {
   #cancelReason: string | undefined;
   /** Aborts a retry still waiting in the pool's queue. */
   #retryAbort: AbortController | undefined;
+  /** What the consumer last said of itself; a retry attempt starts with it. */
+  #readerPaused = false;
 
   constructor(first: RunHandle, retry: Retry) {
     this.#current = first;
@@ -82,6 +84,12 @@ export class PooledRun implements RunHandle {
     this.#retryAbort?.abort();
   }
 
+  /** Tells the current attempt (and any retry) whether the consumer is paused. */
+  setReaderPaused(paused: boolean): void {
+    this.#readerPaused = paused;
+    this.#current.setReaderPaused(paused);
+  }
+
   /** Delivers events to `listener` from now on, starting with those not read yet. */
   subscribe(listener: (event: RunEvent) => void): void {
     this.#queue.subscribe(listener);
@@ -113,6 +121,7 @@ export class PooledRun implements RunHandle {
       return;
     }
     this.#current = next;
+    if (this.#readerPaused) next.setReaderPaused(true);
     // A cancel that arrived while the retry was being dispatched still applies.
     if (this.#cancelReason !== undefined) next.cancel(this.#cancelReason);
     this.#follow(next, retry, true);

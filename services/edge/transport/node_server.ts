@@ -18,6 +18,7 @@ import { IopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { fromWireError, fromWireRunEvent, toRunRequest } from "../../../shared/run_codec.ts";
 import {
+  closedByPeer,
   FrameConnection,
   OversizeSendError,
   type WireMetrics,
@@ -64,10 +65,13 @@ export interface NodeServerOptions {
   metrics?: EdgeMetrics;
 }
 
-/** Starts accepting Node connections; resolves once the port is bound. */
-export function startNodeServer(options: NodeServerOptions): Promise<Listener> {
+/**
+ * Starts accepting Node connections; resolves once the port is bound. Closing it ends the runs
+ * that wait for a node to come back: none can.
+ */
+export async function startNodeServer(options: NodeServerOptions): Promise<Listener> {
   const { service, logger } = options;
-  return listenFrames({
+  const listener = await listenFrames({
     hostname: options.hostname,
     port: options.port,
     logger,
@@ -91,6 +95,16 @@ export function startNodeServer(options: NodeServerOptions): Promise<Listener> {
       await serveNode(conn, options, admitted);
     },
   });
+  const close = async () => {
+    service.stopAwaitingNodes("the edge stopped serving nodes");
+    await listener.close();
+  };
+  return {
+    hostname: listener.hostname,
+    port: listener.port,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
 }
 
 async function serveNode(
@@ -157,6 +171,13 @@ async function acceptNode(
   // The connection keeps the interval it started with; a reload changes it for new ones.
   const payloadSettings = { heartbeatIntervalMs: wire.heartbeatIntervalMs };
   const configVersion = service.configVersion;
+  // The connection keeps the window it was given, as the node counts in it.
+  const runWindowBytes = service.config.runs.windowBytes;
+  // Decided before the answer goes out: the node resumes exactly these and cancels the rest.
+  const resumed = service.resumableRuns(
+    record.id,
+    request.heldRuns.map((held) => ({ runId: held.runId, lastSeq: Number(held.lastSeq) })),
+  );
   await conn.send(create(NodeEnvelopeSchema, {
     msg: {
       case: "registerResponse",
@@ -165,6 +186,8 @@ async function acceptNode(
         config: buildNodeConfigPayload(record, payloadSettings),
         acceptsEventBatches: true,
         configVersion: BigInt(configVersion),
+        runWindowBytes,
+        resumedRuns: resumed.map((r) => ({ runId: r.runId, receivedSeq: BigInt(r.receivedSeq) })),
       },
     },
   }));
@@ -181,6 +204,8 @@ async function acceptNode(
     version: request.version,
     hostname: request.host?.hostname ?? "",
     configVersion,
+    runWindowBytes,
+    resumed: resumed.map((r) => r.runId),
   });
 }
 
@@ -238,7 +263,7 @@ async function serveSession(
     conn.close();
     reason = await conn.closed;
     pending.rejectAll(new IopError("NODE_LOST", `Node '${record.id}' disconnected: ${reason}`));
-    service.nodeDisconnected(session, reason);
+    service.nodeDisconnected(session, reason, { closedByNode: closedByPeer(reason) });
     log.info("node disconnected", { reason });
   }
 }
@@ -343,6 +368,7 @@ function handleMessage(
     case "cancelRequest":
     case "commandRequest":
     case "configUpdate":
+    case "runAcks":
       return `unexpected ${msg.case} from a registered node`;
     case undefined:
       return "empty envelope";
@@ -397,6 +423,7 @@ function createLink(
   pending: PendingRequests<NodeCommandResponse>,
   payloadSettings: PayloadSettings,
 ): NodeLink {
+  const ack = batchAcks(conn);
   return {
     run: (runId, input) =>
       conn.send(create(NodeEnvelopeSchema, {
@@ -415,6 +442,7 @@ function createLink(
         msg: { case: "cancelRequest", value: { runId, reason } },
       })).catch(() => {});
     },
+    ack,
     command: async (command, timeoutMs) => {
       const { id, response } = pending.open(timeoutMs, `node command ${command.type}`);
       await conn.send(create(NodeEnvelopeSchema, {
@@ -434,6 +462,31 @@ function createLink(
           },
         },
       })),
+  };
+}
+
+/**
+ * The link's `ack`: acks given during one turn of the event loop leave together, one RunAcks
+ * frame after the current microtasks, with the highest seq given for each run.
+ */
+function batchAcks(conn: Conn): (runId: string, seq: number) => void {
+  const acks = new Map<string, number>();
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const batch = [];
+    for (const [runId, seq] of acks) batch.push({ runId, seq: BigInt(seq) });
+    acks.clear();
+    // A link going down drops them: the node is told again where to resume.
+    conn.send(create(NodeEnvelopeSchema, {
+      msg: { case: "runAcks", value: { acks: batch } },
+    })).catch(() => {});
+  };
+  return (runId, seq) => {
+    if ((acks.get(runId) ?? 0) < seq) acks.set(runId, seq);
+    if (scheduled) return;
+    scheduled = true;
+    queueMicrotask(flush);
   };
 }
 

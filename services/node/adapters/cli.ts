@@ -25,6 +25,9 @@
  * the group is gone. With a `stateDir`, each live group is also recorded on disk, so that a Node
  * restarted after a hard death can stop the groups its predecessor left running (see
  * `group_reaper.ts`).
+ *
+ * Its pipes are read only while the run's sink has room (`EventSink.ready`): a consumer that
+ * stops reading leaves them full, and the command blocks on its next write until it reads on.
  * @module
  */
 import {
@@ -155,6 +158,11 @@ class OutputTracker {
     this.#sink.output(text);
   }
 
+  /** Whether the sink has room for more; always once the run's outcome is decided. */
+  ready(): Promise<void> | undefined {
+    return this.live ? this.#sink.ready() : undefined;
+  }
+
   stderr(text: string): void {
     this.#stderrTail = (this.#stderrTail + text).slice(-STDERR_TAIL_CHARS);
     if (this.live) this.#sink.log("stderr", text);
@@ -200,6 +208,7 @@ function spawnProfile(
       killGraceMs,
       onStdout: (text) => output.stdout(text),
       onStderr: (text) => output.stderr(text),
+      ready: () => output.ready(),
     });
   } catch (err) {
     throw new IopError(
@@ -298,6 +307,9 @@ export function createCliAdapter(
     runLog.debug("cli process started", { resume });
     const recorded = record(child.pid, spec.runId, profile.name, runLog);
     const stop = stopCauses(signal, closing.signal, timeLimit(profile, spec));
+    // A run stopped early (even while its group is being stopped after its exit) takes the rest
+    // of the output without waiting for room: nobody reads it any more.
+    void stop.cause.then(() => child.discardOutput());
     try {
       const first = await Promise.race([
         child.status.then((status) => ({ exited: status })),

@@ -44,6 +44,7 @@ function pidSink(): EventSink & { pid: Promise<number> } {
     toolCall: () => {},
     embedding: () => {},
     log: () => {},
+    ready: () => undefined,
   };
 }
 

@@ -56,6 +56,7 @@ function recorder(onOutput: (text: string) => void = () => {}): Recorder {
     toolCall: () => {},
     embedding: () => {},
     log: (stream, text) => logs.push([stream, text]),
+    ready: () => undefined,
   };
 }
 

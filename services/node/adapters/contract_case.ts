@@ -73,6 +73,7 @@ export function recordingSink(): RecordingSink {
       embeddings.push({ index, values });
       firstVector.resolve();
     },
+    ready: () => undefined,
   };
 }
 

@@ -52,6 +52,9 @@ export async function relayEmbeddings(
   const checked = checkedVectors(vectors, embed, call.backend);
   guard.token();
   for (const [index, values] of checked.entries()) {
+    // Vectors are large: each one waits for room in the sink, as streamed deltas do.
+    const wait = sink.ready();
+    if (wait) await guard.roomFrom(wait);
     // A limit may have passed while the answer was parsed.
     if (guard.signal.aborted) throw guard.signal.reason;
     sink.embedding(index, values);

@@ -8,12 +8,15 @@
  * non-streaming request: until the whole answer); `idleTimeoutMs` is the longest gap between
  * body chunks, counted from the first one (before it the model is prefilling, which the
  * first-token limit covers); `totalTimeoutMs` bounds the whole run. Each ends the run with
- * TIMEOUT.
+ * TIMEOUT. Time spent waiting for room in the run's sink (flow control, `EventSink.ready`) is
+ * not idle time: the backend is then waiting for us, not we for it.
  * @module
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { IopError } from "../../../shared/errors.ts";
+import type { EventSink } from "../ports.ts";
 import type { Http1Client, Http1Response } from "./http1_client.ts";
+import { untilRoom } from "./room.ts";
 
 /** The time limits of one model request, in milliseconds; 0 = off. */
 export interface StreamLimits {
@@ -42,6 +45,8 @@ export class RequestGuard {
   #total: Timer | undefined;
   #firstTokenAt: number | undefined;
   #lastActivityAt = 0;
+  /** Set while the run waits for room in its sink: the idle limit does not run out then. */
+  #waitingForRoom = false;
   #disposed = false;
   /**
    * W3C trace headers (`traceparent`, `tracestate`) {@linkcode postJson} sends with the request,
@@ -95,6 +100,20 @@ export class RequestGuard {
     this.#idle ??= this.#armIdle(ms);
   }
 
+  /**
+   * Waits for `wait` (from `EventSink.ready()`) unless the request is aborted first (then
+   * rejects with the abort's reason); the idle limit stands still meanwhile and starts over after.
+   */
+  async roomFrom(wait: Promise<void>): Promise<void> {
+    this.#waitingForRoom = true;
+    try {
+      await untilRoom(wait, this.#controller.signal);
+    } finally {
+      this.#waitingForRoom = false;
+      if (this.#lastActivityAt !== 0) this.#lastActivityAt = performance.now();
+    }
+  }
+
   /** Stops the timers and unlinks the caller's signal; call when the request is over. */
   dispose(): void {
     if (this.#disposed) return;
@@ -146,7 +165,9 @@ export class RequestGuard {
 
   #armIdle(delayMs: number): Timer {
     return setTimeout(() => {
-      const left = this.#limits.idleTimeoutMs - (performance.now() - this.#lastActivityAt);
+      const left = this.#waitingForRoom
+        ? this.#limits.idleTimeoutMs
+        : this.#limits.idleTimeoutMs - (performance.now() - this.#lastActivityAt);
       if (left > 0) this.#idle = this.#armIdle(left);
       else this.#expire("idleTimeoutMs", "send more output");
     }, delayMs);
@@ -244,12 +265,15 @@ const END_GRACE_MS = 1_000;
  * `onChunk` must copy what it keeps) and telling `guard` of each read. `onChunk` returns true at
  * the body's end marker (`[DONE]`, Ollama's `done`): the rest of the body is then read for a
  * short grace, so that the connection goes back to the pool, and dropped after it. A body
- * given up early is cancelled, which closes its connection.
+ * given up early is cancelled, which closes its connection. Before each read it waits while
+ * `sink` has no room (`EventSink.ready`), so a stalled consumer leaves the body unread and the
+ * backend's writes stop on a full socket.
  */
 export async function readBody(
   res: Http1Response,
   guard: RequestGuard,
   onChunk: (bytes: Uint8Array) => boolean,
+  sink?: EventSink,
 ): Promise<void> {
   let marked = false;
   const take = (bytes: Uint8Array) => {
@@ -258,6 +282,8 @@ export async function readBody(
   let finished = false;
   try {
     while (!marked) {
+      const wait = sink?.ready();
+      if (wait) await guard.roomFrom(wait);
       if (!(await res.read(take))) {
         finished = true;
         return;

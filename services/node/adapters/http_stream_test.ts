@@ -152,3 +152,20 @@ Deno.test("RequestGuard turns a passed limit into TIMEOUT naming the limit", asy
   );
   guard.dispose();
 });
+
+Deno.test("waiting for room in the sink is not idle time, and a cancel ends the wait", async () => {
+  const outer = new AbortController();
+  const guard = new RequestGuard(outer.signal, { ...NO_LIMITS, idleTimeoutMs: 50 });
+  try {
+    guard.activity();
+    // Five idle limits long: the backend waits for us, it is not quiet.
+    await guard.roomFrom(new Promise((resolve) => setTimeout(resolve, 250)));
+    assert.equal(guard.signal.aborted, false);
+    const never = new Promise<void>(() => {});
+    const waiting = guard.roomFrom(never);
+    outer.abort(new IopError("CANCELLED", "client went away"));
+    await assert.rejects(waiting, { code: "CANCELLED", message: "client went away" });
+  } finally {
+    guard.dispose();
+  }
+});

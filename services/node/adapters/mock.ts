@@ -14,6 +14,9 @@
  * {@linkcode mockEmbedding} of each input, one vector per token slot (the same delays and
  * `fail_after`, counted in vectors), `dimensions` long or `embedding_dimensions` by default,
  * with the inputs' word count as its input tokens.
+ *
+ * Between tokens (and vectors) it waits while its sink has no room (`EventSink.ready`), as a
+ * backend does whose reader stalled.
  * @module
  */
 import { IopError, isErrorCode } from "../../../shared/errors.ts";
@@ -23,6 +26,7 @@ import { deterministicEmbedding } from "../../../shared/deterministic_embedding.
 import { probeMock } from "./health.ts";
 import { refuseUnhonoured } from "./model_run.ts";
 import { effectivePrompt } from "./prompt.ts";
+import { roomIn } from "./room.ts";
 import type {
   Adapter,
   AdapterConfig,
@@ -183,6 +187,8 @@ export function createMockAdapter(
     const failing = k.failWith !== "";
     const start = clock.now();
     for (const [index, text] of input.inputs.entries()) {
+      const room = roomIn(sink, signal);
+      if (room) await room;
       await waitUntil(start + k.startDelayMs + index * k.tokenDelayMs, signal);
       if (failing && index >= k.failAfter) throw configuredFailure(k, index);
       sink.embedding(index, mockEmbedding(text, dimensions));
@@ -230,6 +236,10 @@ export function createMockAdapter(
       const start = clock.now();
       let emitted = 0;
       for (const delta of deltas) {
+        // A consumer without room stops the mock as it stops a backend; its schedule does not
+        // move, so tokens overdue after a long wait come at once, as from a server's buffer.
+        const room = roomIn(sink, signal);
+        if (room) await room;
         // The failure comes when the next token would, so a failing run keeps its latency.
         await waitUntil(start + k.startDelayMs + emitted * k.tokenDelayMs, signal);
         if (failing && emitted >= k.failAfter) throw configuredFailure(k, emitted);

@@ -28,6 +28,7 @@ function recorder(): EventSink & { deltas: string[] } {
     toolCall: () => {},
     log: () => {},
     embedding: () => {},
+    ready: () => undefined,
   };
 }
 

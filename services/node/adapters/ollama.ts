@@ -319,7 +319,7 @@ export function createOllamaAdapter(
         await readBody(res, guard, (bytes) => {
           lines.feed(bytes);
           return result !== undefined;
-        });
+        }, sink);
         if (!result) lines.end();
       } catch (err) {
         throw guard.failure(err, "stream", url);

@@ -295,7 +295,7 @@ export function createOpenAICompatAdapter(
         await readBody(res, guard, (bytes) => {
           events.feed(bytes);
           return done;
-        });
+        }, sink);
         if (!done) events.end();
       } catch (err) {
         throw guard.failure(err, "stream", url);

@@ -7,6 +7,11 @@
  * sends SIGTERM, waits a grace period, then SIGKILL; descendants that left the group (their own
  * `setsid`) are out of reach, so if one still holds our pipes after that, the pipes are closed
  * from our side rather than waited on forever.
+ *
+ * Output is read only while its consumer has room (`ready`, the run's flow control): otherwise
+ * the pipes fill and the command blocks on its next write. Time spent so held back does not
+ * count towards the stop's grace periods (the group is waiting for us, not hanging), and once
+ * the output is discarded (`discardOutput`, a run stopped early) it is read without waiting.
  * @module
  */
 
@@ -28,6 +33,11 @@ export interface SpawnGroupOptions {
   onStdout(text: string): void;
   /** Decoded stderr, piece by piece as it arrives. */
   onStderr(text: string): void;
+  /**
+   * Undefined while the output's consumer has room, else a promise that resolves when it made
+   * room (`EventSink.ready`); checked before each read of either pipe. Absent: always room.
+   */
+  ready?(): Promise<void> | undefined;
 }
 
 /** A running process group led by a spawned command. */
@@ -42,6 +52,52 @@ export interface GroupChild {
   stop(): Promise<Deno.CommandStatus>;
   /** Whether stopping had to escalate to SIGKILL. */
   readonly killed: boolean;
+  /** Reads the rest of the output without waiting for room: nobody waits for it any more. */
+  discardOutput(): void;
+}
+
+/** Holds the pipe reads back while the consumer has no room, and knows when it does. */
+class RoomGate {
+  readonly #ready: () => Promise<void> | undefined;
+  readonly #discard = Promise.withResolvers<void>();
+  #discarded = false;
+  /** Pumps waiting for room now. */
+  #waiting = 0;
+  #none: PromiseWithResolvers<void> | undefined;
+
+  constructor(ready: () => Promise<void> | undefined) {
+    this.#ready = ready;
+  }
+
+  /** Undefined when a read may go ahead; else resolves when it may (room, or discarded). */
+  hold(): Promise<void> | undefined {
+    if (this.#discarded) return undefined;
+    const wait = this.#ready();
+    return wait === undefined ? undefined : this.#wait(wait);
+  }
+
+  discard(): void {
+    this.#discarded = true;
+    this.#discard.resolve();
+  }
+
+  /** Undefined when no pump waits for room; else resolves once none does. */
+  held(): Promise<void> | undefined {
+    if (this.#waiting === 0) return undefined;
+    return (this.#none ??= Promise.withResolvers()).promise;
+  }
+
+  async #wait(wait: Promise<void>): Promise<void> {
+    this.#waiting++;
+    try {
+      await Promise.race([wait, this.#discard.promise]).catch(() => {});
+    } finally {
+      if (--this.#waiting === 0) {
+        this.#none?.resolve();
+        this.#none = undefined;
+      }
+    }
+  }
 }
 
 /** Sends `signal` to every process of group `pgid`; false when the group no longer exists. */
@@ -68,12 +124,36 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
   }
 }
 
+/**
+ * True when `promise` settles within `ms` during which `gate` held no read back: time spent
+ * waiting for the consumer's room does not run out (the output is there, only not wanted yet).
+ */
+async function settlesWhileRead(
+  promise: Promise<unknown>,
+  ms: number,
+  gate: RoomGate,
+): Promise<boolean> {
+  while (true) {
+    if (await settlesWithin(promise, ms)) return true;
+    const held = gate.held();
+    if (held === undefined) return false;
+    const settled = await Promise.race([
+      promise.then(() => true, () => true),
+      held.then(() => false),
+    ]);
+    if (settled) return true;
+  }
+}
+
 async function pump(
   reader: ReadableStreamDefaultReader<string>,
   emit: (text: string) => void,
+  gate: RoomGate,
 ): Promise<void> {
   try {
     while (true) {
+      const hold = gate.hold();
+      if (hold) await hold;
       const { done, value } = await reader.read();
       if (done) return;
       if (value !== "") emit(value);
@@ -100,17 +180,21 @@ export function spawnGroup(command: string, options: SpawnGroupOptions): GroupCh
   }).spawn();
   const stdout = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   const stderr = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  const streamsDone = Promise.all([pump(stdout, options.onStdout), pump(stderr, options.onStderr)]);
+  const gate = new RoomGate(options.ready ?? (() => undefined));
+  const streamsDone = Promise.all([
+    pump(stdout, options.onStdout, gate),
+    pump(stderr, options.onStderr, gate),
+  ]);
   const finished = Promise.all([child.status, streamsDone]).then(([status]) => status);
   let stopping: Promise<Deno.CommandStatus> | undefined;
   let killed = false;
 
   const stop = async (): Promise<Deno.CommandStatus> => {
     signalGroup(child.pid, "SIGTERM");
-    if (await settlesWithin(finished, options.killGraceMs)) return finished;
+    if (await settlesWhileRead(finished, options.killGraceMs, gate)) return finished;
     killed = true;
     signalGroup(child.pid, "SIGKILL");
-    if (!(await settlesWithin(finished, PIPE_DRAIN_MS))) {
+    if (!(await settlesWhileRead(finished, PIPE_DRAIN_MS, gate))) {
       await Promise.all([stdout.cancel(), stderr.cancel()]);
     }
     return finished;
@@ -124,5 +208,6 @@ export function spawnGroup(command: string, options: SpawnGroupOptions): GroupCh
     get killed() {
       return killed;
     },
+    discardOutput: () => gate.discard(),
   };
 }

@@ -1,7 +1,8 @@
 /**
  * The Node's link to its Edge: dials, registers, applies the pushed config (at registration and
  * on every config update), relays run events and command answers, and after any loss reconnects
- * with exponential backoff and jitter.
+ * with exponential backoff and jitter. With several Edge addresses it fails over to a standby
+ * and back to the first as `edge_addresses.ts` describes.
  * The only Node module that speaks NodeEnvelope.
  * @module
  */
@@ -21,11 +22,13 @@ import { fromRunRequest, toWireError } from "../../../shared/run_codec.ts";
 import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import type { HealthListener, HealthState } from "../health_monitor.ts";
-import type { NodeCore, RunEventSink } from "../node.ts";
+import type { NodeCore } from "../node.ts";
 import { fromConfigPayload, type NodeSettings } from "./config_payload.ts";
 import { eventOutbox } from "./event_outbox.ts";
+import { DEFAULT_RESUME_GRACE_MS, RunLedger } from "./run_ledger.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
-import { dialLink } from "../../../shared/wire/link.ts";
+import { type ByteLink, dialLink } from "../../../shared/wire/link.ts";
+import { EdgeAddresses, watchFailback } from "./edge_addresses.ts";
 import { type DialTlsFiles, loadDialTls } from "../../../shared/wire/tls.ts";
 
 /** Wire protocol version this Node speaks. */
@@ -38,8 +41,16 @@ type Conn = FrameConnection<typeof NodeEnvelopeSchema, typeof NodeEnvelopeSchema
 
 /** Options of {@linkcode startEdgeClient}. */
 export interface EdgeClientOptions {
-  /** `host:port` of the Edge's node wire. */
-  edgeAddress: string;
+  /**
+   * `host:port` of the Edge's node wire, or several: the active Edge first, then its standbys
+   * (`edge_addresses.ts`).
+   */
+  edgeAddress: string | readonly string[];
+  /**
+   * While registered with a later address, how often to check whether the first is back (and
+   * fail back to it when no run is in flight); 0 or absent: never.
+   */
+  failbackMs?: number;
   /** Undefined: plaintext (the config opted out). */
   tls: DialTlsFiles | undefined;
   nodeId: string;
@@ -54,6 +65,11 @@ export interface EdgeClientOptions {
   core: NodeCore;
   logger: Logger;
   maxFrameBytes?: number;
+  /**
+   * `edge.resume_grace_ms`: how long runs are held for the Edge after a link loss (see
+   * `run_ledger.ts`); 0 cancels them at once. Default {@linkcode DEFAULT_RESUME_GRACE_MS}.
+   */
+  resumeGraceMs?: number;
   /** First reconnect delay; doubles up to `backoffMaxMs`, each with ±20 % jitter. */
   backoffInitialMs?: number;
   backoffMaxMs?: number;
@@ -108,18 +124,33 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
     sendDraining(conn, options, Math.max(0, drainEndsAtMs - Date.now()));
   };
 
+  // One ledger for every link of this client: runs outlive a lost link (run_ledger.ts).
+  const ledger = new RunLedger({
+    core: options.core,
+    graceMs: options.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
+    maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    logger,
+  });
+  const addresses = new EdgeAddresses(options.edgeAddress);
+  const failbackMs = options.failbackMs ?? 0;
+  /** The link to the first address that the failback watch opened, for the next session. */
+  let failback: ByteLink | undefined;
+  // Read per dial, so renewed certificate files are used from the next link on. With TLS the
+  // dial returns only once the Edge proved a fleet certificate: no token goes out before that.
+  const dial = async (address: string) =>
+    dialLink({ address, ...(options.tls ? { tls: await loadDialTls(options.tls) } : {}) });
+
   const loop = (async () => {
     let delay = initial;
     while (!stopped) {
       let outcome: SessionEnd | "unreachable" = "unreachable";
+      const address = addresses.current;
+      /** Registered on this link: its loss starts the next round at the same address. */
+      let linked = false;
+      let failedBack = false;
       try {
-        // Read per dial, so renewed certificate files are used from the next link on. With TLS
-        // the dial returns only once the Edge proved a fleet certificate: no token goes out
-        // before that.
-        const link = await dialLink({
-          address: options.edgeAddress,
-          ...(options.tls ? { tls: await loadDialTls(options.tls) } : {}),
-        });
+        const link = failback ?? await dial(address);
+        failback = undefined;
         // stop() may have run during the dial (a TLS handshake), with no link to close yet.
         if (stopped) {
           link.close();
@@ -132,23 +163,59 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
           ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
         });
         current = conn;
-        outcome = await session(conn, options, () => {
-          registered = true;
-          delay = initial;
-          announceDrain(conn);
+        const stopWatch = addresses.onFirst || failbackMs === 0 ? () => {} : watchFailback({
+          address: addresses.first,
+          intervalMs: failbackMs,
+          dial,
+          mayFailBack: () =>
+            registered && options.core.inFlight === 0 && drainEndsAtMs === undefined,
+          onBack: (back) => {
+            failback = back;
+            failedBack = true;
+            logger.info("failing back to the active edge", {
+              edge: addresses.first,
+              from: address,
+            });
+            conn.close(`failing back to the active edge ${addresses.first}`);
+          },
         });
+        try {
+          outcome = await session(conn, { ...options, edgeAddress: address }, ledger, () => {
+            registered = true;
+            linked = true;
+            delay = initial;
+            announceDrain(conn);
+          });
+        } finally {
+          stopWatch();
+        }
       } catch (err) {
-        if (!stopped) logger.warn("cannot reach edge", { edge: options.edgeAddress, err });
+        if (!stopped) logger.warn("cannot reach edge", { edge: address, err });
       } finally {
         registered = false;
         current = undefined;
       }
-      if (stopped) break;
-      await options.core.cancelAll("link to edge lost");
+      if (stopped) {
+        failback?.close();
+        break;
+      }
+      // The runs go on, held for the Edge to resume them on the next link (run_ledger.ts).
+      ledger.detach();
+      if (failedBack) {
+        addresses.backToFirst();
+        continue;
+      }
       // A refusal a human must resolve is retried slowly; a temporary one at the usual pace.
       if (outcome === "refused") delay = max;
+      if (linked) {
+        addresses.lost();
+      } else if (!addresses.failed()) {
+        // Another address is left in this round: dial it at once.
+        logger.info("trying the next edge address", { edge: addresses.current, after: address });
+        continue;
+      }
       const wait = Math.round(delay * (0.8 + Math.random() * 0.4));
-      logger.info("reconnecting to edge", { edge: options.edgeAddress, in_ms: wait });
+      logger.info("reconnecting to edge", { edge: addresses.current, in_ms: wait });
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
         wakeSleep = () => {
@@ -173,6 +240,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       stopped = true;
       // Cancel first so that the Edge hears each run end as cancelled, then close the link.
       await options.core.cancelAll("node stopping");
+      ledger.close();
       await current?.send(heartbeatEnvelope(0)).catch(() => {});
       current?.close("node stopping");
       wakeSleep?.();
@@ -226,6 +294,7 @@ type SessionEnd = "lost" | "refused" | "refused_for_now";
 async function session(
   conn: Conn,
   options: EdgeClientOptions,
+  ledger: RunLedger,
   onRegistered: () => void,
 ): Promise<SessionEnd> {
   const { core, logger } = options;
@@ -246,6 +315,10 @@ async function session(
           cpus: navigator.hardwareConcurrency,
           memoryBytes: BigInt(Deno.systemMemoryInfo().total),
         },
+        heldRuns: ledger.held().map((run) => ({
+          runId: run.runId,
+          lastSeq: BigInt(run.lastSeq),
+        })),
       },
     },
   }));
@@ -278,6 +351,14 @@ async function session(
     batches: answer.acceptsEventBatches,
     maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
   });
+  // Held runs the Edge resumes send what it missed on this link; the others are cancelled.
+  ledger.attach(
+    { send: outbox, windowBytes: answer.runWindowBytes },
+    answer.resumedRuns.map((run) => ({
+      runId: run.runId,
+      receivedSeq: Number(run.receivedSeq),
+    })),
+  );
   const state: LinkState = { configVersion: answer.configVersion };
   const payload = fromConfigPayload(answer.config);
   const applied = applyPayload(payload, options);
@@ -304,7 +385,7 @@ async function session(
   try {
     for await (const envelope of messages) {
       heartbeat.seen();
-      handle(envelope, conn, options, outbox, state);
+      handle(envelope, conn, options, ledger, state);
     }
   } catch (err) {
     logger.warn("link to edge failed", { err });
@@ -408,7 +489,7 @@ function handle(
   envelope: NodeEnvelope,
   conn: Conn,
   options: EdgeClientOptions,
-  emit: RunEventSink,
+  ledger: RunLedger,
   state: LinkState,
 ): void {
   const { core, logger } = options;
@@ -421,11 +502,12 @@ function handle(
       return;
     case "runRequest": {
       const runId = msg.value.runId;
+      const outlet = ledger.open(runId);
       try {
-        core.startRun(runId, fromRunRequest(msg.value), emit);
+        core.startRun(runId, fromRunRequest(msg.value), outlet);
       } catch (err) {
         const e = toIopError(err);
-        emit({
+        outlet.emit({
           runId,
           seq: 1,
           timestampMs: Date.now(),
@@ -440,6 +522,9 @@ function handle(
     }
     case "cancelRequest":
       core.cancelRun(msg.value.runId, msg.value.reason || "cancelled by edge");
+      return;
+    case "runAcks":
+      for (const ack of msg.value.acks) ledger.ack(ack.runId, Number(ack.seq));
       return;
     case "commandRequest":
       void answerCommand(msg.value, core).then((result) =>

@@ -3,16 +3,21 @@
  */
 import assert from "node:assert/strict";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { type NodeEnvelope, NodeEnvelopeSchema } from "../../../proto/gen/iop/v1/node_pb.ts";
-import { type RunInput, runInput } from "../../../shared/run.ts";
-import { toRunRequest } from "../../../shared/run_codec.ts";
+import {
+  type NodeEnvelope,
+  NodeEnvelopeSchema,
+  type RegisterRequest,
+} from "../../../proto/gen/iop/v1/node_pb.ts";
+import { isTerminal, type RunEvent, type RunInput, runInput } from "../../../shared/run.ts";
+import { fromWireRunEvent, toRunRequest } from "../../../shared/run_codec.ts";
+import { estimatedEventBytes } from "../../../shared/run_event_size.ts";
 import { startFakeOllama } from "../../../shared/testing/fake_ollama.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { createLogger } from "../../../shared/log.ts";
 import { FrameConnection } from "../../../shared/wire/connection.ts";
 import { plainLink } from "../../../shared/wire/link.ts";
 import { adapterCatalog } from "../adapters/catalog.ts";
-import { mockAdapterFactory } from "../adapters/mock.ts";
+import { mockAdapterFactory, mockAnswer } from "../adapters/mock.ts";
 import { buildAdapterRegistry } from "../adapters/registry.ts";
 import { NodeCore } from "../node.ts";
 import { DEFAULT_NODE_POLICY, type NodePolicy } from "../policy.ts";
@@ -305,6 +310,146 @@ Deno.test("a draining node tells its Edge, again after a redial, and refuses a r
     assert.ok(again.case === "nodeEvent" && again.value.event.case === "draining");
     // What is left of the wait, not the whole of it again.
     assert.ok(again.value.event.value.deadlineMs < 25_000, `${again.value.event.value.deadlineMs}`);
+    second.conn.close("test done");
+  } finally {
+    await client.stop();
+    store.close();
+  }
+});
+
+/** A fake Edge's link that can tell a node gone quiet (it waits for credit) from one still sending. */
+async function flowLink(listener: Deno.TcpListener) {
+  const conn = new FrameConnection(plainLink(await listener.accept()), {
+    inSchema: NodeEnvelopeSchema,
+    outSchema: NodeEnvelopeSchema,
+  });
+  const messages = conn.messages();
+  const register = (await messages.next()).value!.msg;
+  assert.equal(register.case, "registerRequest");
+  let pending: Promise<IteratorResult<NodeEnvelope>> | undefined;
+  const events: RunEvent[] = [];
+  return {
+    conn,
+    register: register.value as RegisterRequest,
+    events,
+    answer: (
+      flow: { runWindowBytes: number; resumedRuns?: { runId: string; receivedSeq: bigint }[] },
+    ) =>
+      conn.send(create(NodeEnvelopeSchema, {
+        msg: {
+          case: "registerResponse",
+          value: {
+            accepted: true,
+            acceptsEventBatches: true,
+            config: {
+              nodeId: "n1",
+              heartbeatIntervalMs: 60_000,
+              adapters: [{
+                name: "mock",
+                kind: "mock",
+                enabled: true,
+                settingsJson: JSON.stringify({ tokens: 200, token_delay_ms: 0 }),
+              }],
+            },
+            runWindowBytes: flow.runWindowBytes,
+            resumedRuns: flow.resumedRuns ?? [],
+          },
+        },
+      })),
+    /** Reads run events until the node sent none for `quietMs` (or the run ended). */
+    async readUntilQuiet(quietMs = 200): Promise<void> {
+      while (!events.some(isTerminal)) {
+        pending ??= messages.next();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const quiet = new Promise<"quiet">((resolve) => {
+          timer = setTimeout(resolve, quietMs, "quiet");
+        });
+        const got = await Promise.race([pending, quiet]).finally(() => clearTimeout(timer));
+        if (got === "quiet") return;
+        pending = undefined;
+        assert.ok(!got.done, "the node closed the link");
+        const msg = got.value.msg;
+        const wire = msg.case === "runEvents"
+          ? msg.value.events
+          : msg.case === "runEvent"
+          ? [msg.value]
+          : [];
+        for (const w of wire) events.push(fromWireRunEvent(w)!);
+      }
+    },
+    ack: (runId: string, seq: number) =>
+      conn.send(create(NodeEnvelopeSchema, {
+        msg: { case: "runAcks", value: { acks: [{ runId, seq: BigInt(seq) }] } },
+      })),
+  };
+}
+
+Deno.test("the node honours the Edge's window and acks, and resumes a held run on the next link", async () => {
+  using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const logger = createLogger("test", { level: "error" });
+  const store = openRunStore(":memory:");
+  const core = new NodeCore({
+    nodeId: "n1",
+    store,
+    logger,
+    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
+    policy: DEFAULT_NODE_POLICY,
+  });
+  const client = startEdgeClient({
+    edgeAddress: `127.0.0.1:${listener.addr.port}`,
+    tls: undefined,
+    nodeId: "n1",
+    token: "t",
+    version: "test",
+    core,
+    logger,
+    backoffInitialMs: 10,
+    backoffMaxMs: 20,
+    resumeGraceMs: 60_000,
+  });
+  const WINDOW = 1_500;
+  try {
+    const first = await flowLink(listener);
+    assert.deepEqual(first.register.heldRuns, []);
+    await first.answer({ runWindowBytes: WINDOW });
+    await first.conn.send(create(NodeEnvelopeSchema, {
+      msg: {
+        case: "runRequest",
+        value: toRunRequest("r1", runInput({ adapter: "mock", target: "echo", prompt: "go" })),
+      },
+    }));
+    await first.readUntilQuiet();
+    const bytes = first.events.reduce((n, e) => n + estimatedEventBytes(e), 0);
+    assert.ok(bytes >= WINDOW && bytes - estimatedEventBytes(first.events.at(-1)!) < WINDOW);
+    // Credit for all but the last two: the node sends about that much more, then waits again.
+    const credited = first.events.length;
+    await first.ack("r1", credited - 2);
+    await first.readUntilQuiet();
+    assert.ok(first.events.length > credited, "an ack lets the run go on");
+    assert.equal(first.events.some(isTerminal), false);
+
+    // The Edge loses the link; the node keeps the run and offers it on the next one.
+    const lastSent = first.events.at(-1)!.seq;
+    first.conn.close("test drops the link");
+    const second = await flowLink(listener);
+    assert.deepEqual(
+      second.register.heldRuns.map((h) => [h.runId, Number(h.lastSeq)]),
+      [["r1", lastSent]],
+    );
+    assert.equal(core.inFlight, 1, "the run went on through the loss");
+    // The Edge received all but the last event the first link carried.
+    await second.answer({
+      runWindowBytes: 1 << 20,
+      resumedRuns: [{ runId: "r1", receivedSeq: BigInt(lastSent - 1) }],
+    });
+    await second.readUntilQuiet(5_000);
+    const all = [...first.events.slice(0, lastSent - 1), ...second.events];
+    assert.deepEqual(all.map((e) => e.seq), all.map((_, i) => i + 1), "every event once");
+    assert.equal(all.at(-1)!.type, "completed");
+    assert.equal(
+      all.map((e) => e.type === "output" ? e.text : "").join(""),
+      mockAnswer("go", 200),
+    );
     second.conn.close("test done");
   } finally {
     await client.stop();

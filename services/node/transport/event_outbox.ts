@@ -20,8 +20,7 @@ import {
 import { IopError } from "../../../shared/errors.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import { toWireRunEvent } from "../../../shared/run_codec.ts";
-import type { RunEventSink } from "../node.ts";
-import { utf8Length } from "../../../shared/utf8.ts";
+import { estimatedEventBytes } from "../../../shared/run_event_size.ts";
 
 /** Options of {@linkcode eventOutbox}. */
 export interface EventOutboxOptions {
@@ -34,46 +33,21 @@ export interface EventOutboxOptions {
 /** What a frame's envelope and batch add around its events, with room to spare. */
 const FRAME_OVERHEAD_BYTES = 64;
 
-/** An event's fixed fields (seq, time, the oneof's tags) and its framing in a batch. */
-const EVENT_OVERHEAD_BYTES = 48;
-
-/** Strings up to this length are counted at 3 bytes a UTF-16 unit, without reading them. */
-const CHEAP_TEXT_CHARS = 1024;
+/** Takes a run event, with its `estimatedEventBytes` when the caller has counted them. */
+export type OutboxSink = (event: RunEvent, bytes?: number) => void;
 
 /**
- * At least the bytes `text` takes in UTF-8: a bound from its length for short strings (so a
- * streamed delta costs no scan), counted exactly for long ones.
+ * Throws the IopError (BACKEND_ERROR) that refuses `event`, of about `bytes`, when it cannot fit
+ * one frame of a link limited to `maxFrameBytes`.
  */
-function textBytes(text: string): number {
-  return text.length <= CHEAP_TEXT_CHARS ? text.length * 3 : utf8Length(text);
-}
-
-/**
- * An upper bound of the bytes `event` takes in a frame, from its own fields: float32 values are
- * 4 bytes each (packed), strings their UTF-8, the rest a fixed allowance.
- */
-export function estimatedEventBytes(event: RunEvent): number {
-  const base = EVENT_OVERHEAD_BYTES + textBytes(event.runId);
-  switch (event.type) {
-    case "embedding":
-      return base + 16 + event.values.length * 4;
-    case "output":
-      return base + textBytes(event.text);
-    case "tool_call":
-      return base + 16 + textBytes(event.call.id) + textBytes(event.call.name) +
-        textBytes(event.call.arguments);
-    case "log":
-      return base + textBytes(event.stream) + textBytes(event.text);
-    case "started":
-      return base + textBytes(event.nodeId) + textBytes(event.adapter) + textBytes(event.target);
-    case "failed":
-      return base + 16 + textBytes(event.code) + textBytes(event.message);
-    case "cancelled":
-      return base + textBytes(event.reason);
-    case "usage":
-    case "completed":
-      return base + 64;
-  }
+export function refuseOversized(event: RunEvent, bytes: number, maxFrameBytes: number): void {
+  if (bytes <= maxFrameBytes - FRAME_OVERHEAD_BYTES) return;
+  throw new IopError(
+    "BACKEND_ERROR",
+    `Cannot send the ${event.type} event of run '${event.runId}' as it takes about ` +
+      `${bytes} bytes, more than the link's frame limit of ${maxFrameBytes} ` +
+      "bytes (edge.max_frame_bytes)",
+  );
 }
 
 /**
@@ -83,7 +57,7 @@ export function estimatedEventBytes(event: RunEvent): number {
 export function eventOutbox(
   send: (msg: NodeEnvelope["msg"]) => void,
   options: EventOutboxOptions,
-): RunEventSink {
+): OutboxSink {
   const budget = options.maxFrameBytes - FRAME_OVERHEAD_BYTES;
   let pending: WireRunEvent[] = [];
   let pendingBytes = 0;
@@ -100,16 +74,8 @@ export function eventOutbox(
     queued = false;
     flush();
   };
-  return (event) => {
-    const bytes = estimatedEventBytes(event);
-    if (bytes > budget) {
-      throw new IopError(
-        "BACKEND_ERROR",
-        `Cannot send the ${event.type} event of run '${event.runId}' as it takes about ` +
-          `${bytes} bytes, more than the link's frame limit of ${options.maxFrameBytes} ` +
-          "bytes (edge.max_frame_bytes)",
-      );
-    }
+  return (event, bytes = estimatedEventBytes(event)) => {
+    refuseOversized(event, bytes, options.maxFrameBytes);
     const wire = toWireRunEvent(event);
     if (!options.batches) {
       send({ case: "runEvent", value: wire });

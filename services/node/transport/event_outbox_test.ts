@@ -13,7 +13,8 @@ import { IopError } from "../../../shared/errors.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import { toWireRunEvent } from "../../../shared/run_codec.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
-import { estimatedEventBytes, eventOutbox } from "./event_outbox.ts";
+import { eventOutbox } from "./event_outbox.ts";
+import { estimatedEventBytes } from "../../../shared/run_event_size.ts";
 
 /** An outbox whose frames are encoded as the link would, with their sizes and events. */
 function recordingOutbox(maxFrameBytes: number, batches = true) {

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file iop/v1/node.proto.
  */
 export const file_iop_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIsEECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAEjEKDWNvbmZpZ191cGRhdGUYFCABKAsyGC5pb3AudjEuTm9kZUNvbmZpZ1VwZGF0ZUgAQgUKA21zZyKPAQoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAQgASgNEh8KBGhvc3QYBSABKAsyES5pb3AudjEuSG9zdEZhY3RzEhAKCG5vZGVfa2V5GAYgASgJIlsKCUhvc3RGYWN0cxIQCghob3N0bmFtZRgBIAEoCRIKCgJvcxgCIAEoCRIMCgRhcmNoGAMgASgJEgwKBGNwdXMYBCABKA0SFAoMbWVtb3J5X2J5dGVzGAUgASgEIqkBChBSZWdpc3RlclJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCRIpCgZjb25maWcYAyABKAsyGS5pb3AudjEuTm9kZUNvbmZpZ1BheWxvYWQSHQoVYWNjZXB0c19ldmVudF9iYXRjaGVzGAQgASgIEhYKDmNvbmZpZ192ZXJzaW9uGAUgASgEEhEKCXJldHJ5YWJsZRgGIAEoCCJOChBOb2RlQ29uZmlnVXBkYXRlEg8KB3ZlcnNpb24YASABKAQSKQoGY29uZmlnGAIgASgLMhkuaW9wLnYxLk5vZGVDb25maWdQYXlsb2FkIsEBChFOb2RlQ29uZmlnUGF5bG9hZBIPCgdub2RlX2lkGAEgASgJEg0KBWFsaWFzGAIgASgJEicKCGFkYXB0ZXJzGAMgAygLMhUuaW9wLnYxLkFkYXB0ZXJDb25maWcSKQoJcHJvdmlkZXJzGAQgAygLMhYuaW9wLnYxLlByb3ZpZGVyQ29uZmlnEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDUoECAYQB1ITbWF4X2NvbmN1cnJlbnRfcnVucyJlCg1BZGFwdGVyQ29uZmlnEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdlbmFibGVkGAMgASgIEhUKDXNldHRpbmdzX2pzb24YBCABKAlKBAgKEAtKBAgLEAxKBAgMEA0iawoOUHJvdmlkZXJDb25maWcSCgoCaWQYASABKAkSDwoHYWRhcHRlchgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSFwoPbWF4X2NvbmN1cnJlbmN5GAQgASgNEhMKC21vZGVsX2dyb3VwGAUgASgJIjcKCUhlYXJ0YmVhdBISCgpzZW50X2F0X21zGAEgASgDEhYKDnJ1bnNfaW5fZmxpZ2h0GAIgASgNIskECgpSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIlCghtZXNzYWdlcxgEIAMoCzITLmlvcC52MS5DaGF0TWVzc2FnZRIOCgZwcm9tcHQYBSABKAkSKQoIc2FtcGxpbmcYBiABKAsyFy5pb3AudjEuU2FtcGxpbmdPcHRpb25zEiUKBXRvb2xzGAcgAygLMhYuaW9wLnYxLlRvb2xEZWZpbml0aW9uEhIKCnNlc3Npb25faWQYCCABKAkSMgoIbWV0YWRhdGEYCSADKAsyIC5pb3AudjEuUnVuUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnRpbWVvdXRfbXMYCiABKA0SFAoMd2hvbGVfYW5zd2VyGAsgASgIEisKDW91dHB1dF9mb3JtYXQYDCABKAsyFC5pb3AudjEuT3V0cHV0Rm9ybWF0EicKC3Rvb2xfY2hvaWNlGA0gASgLMhIuaW9wLnYxLlRvb2xDaG9pY2USIAoTcGFyYWxsZWxfdG9vbF9jYWxscxgOIAEoCEgAiAEBEhQKDHRyYWNlX3BhcmVudBgPIAEoCRITCgt0cmFjZV9zdGF0ZRgQIAEoCRIjCgVlbWJlZBgRIAEoCzIULmlvcC52MS5FbWJlZFJlcXVlc3QaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhYKFF9wYXJhbGxlbF90b29sX2NhbGxzIlYKDEVtYmVkUmVxdWVzdBIOCgZpbnB1dHMYASADKAkSEgoKZGltZW5zaW9ucxgCIAEoDRIVCgh0cnVuY2F0ZRgDIAEoCEgAiAEBQgsKCV90cnVuY2F0ZSJ6CgxPdXRwdXRGb3JtYXQSLwoLanNvbl9vYmplY3QYASABKAsyGC5pb3AudjEuSnNvbk9iamVjdEZvcm1hdEgAEi8KC2pzb25fc2NoZW1hGAIgASgLMhguaW9wLnYxLkpzb25TY2hlbWFGb3JtYXRIAEIICgZmb3JtYXQiEgoQSnNvbk9iamVjdEZvcm1hdCJqChBKc29uU2NoZW1hRm9ybWF0EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEwoLc2NoZW1hX2pzb24YAyABKAkSEwoGc3RyaWN0GAQgASgISACIAQFCCQoHX3N0cmljdCJXCgpUb29sQ2hvaWNlEiYKBG1vZGUYASABKA4yFi5pb3AudjEuVG9vbENob2ljZU1vZGVIABIXCg1mdW5jdGlvbl9uYW1lGAIgASgJSABCCAoGY2hvaWNlIpoBCgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSFAoMdG9vbF9jYWxsX2lkGAMgASgJEiQKCnRvb2xfY2FsbHMYBCADKAsyEC5pb3AudjEuVG9vbENhbGwSDAoEbmFtZRgFIAEoCRIiCgVwYXJ0cxgGIAMoCzITLmlvcC52MS5Db250ZW50UGFydCJJCgtDb250ZW50UGFydBIOCgR0ZXh0GAEgASgJSAASIgoFaW1hZ2UYAiABKAsyES5pb3AudjEuSW1hZ2VQYXJ0SABCBgoEcGFydCIoCglJbWFnZVBhcnQSCwoDdXJsGAEgASgJEg4KBmRldGFpbBgCIAEoCSJMCg5Ub29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgDIAEoCSJGCghUb29sQ2FsbBINCgVpbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSK/AQoPU2FtcGxpbmdPcHRpb25zEhgKC3RlbXBlcmF0dXJlGAEgASgBSACIAQESEgoFdG9wX3AYAiABKAFIAYgBARIXCgptYXhfdG9rZW5zGAMgASgNSAKIAQESDAoEc3RvcBgEIAMoCRIRCgRzZWVkGAUgASgDSAOIAQESEgoKZXh0cmFfanNvbhgGIAEoCUIOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQg0KC19tYXhfdG9rZW5zQgcKBV9zZWVkIi8KDUNhbmNlbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSKjAwoIUnVuRXZlbnQSDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIUCgx0aW1lc3RhbXBfbXMYAyABKAMSJQoHc3RhcnRlZBgKIAEoCzISLmlvcC52MS5SdW5TdGFydGVkSAASJQoGb3V0cHV0GAsgASgLMhMuaW9wLnYxLk91dHB1dERlbHRhSAASKgoJdG9vbF9jYWxsGAwgASgLMhUuaW9wLnYxLlRvb2xDYWxsRGVsdGFIABIeCgNsb2cYDSABKAsyDy5pb3AudjEuTG9nTGluZUgAEh4KBXVzYWdlGA4gASgLMg0uaW9wLnYxLlVzYWdlSAASKQoJY29tcGxldGVkGA8gASgLMhQuaW9wLnYxLlJ1bkNvbXBsZXRlZEgAEiMKBmZhaWxlZBgQIAEoCzIRLmlvcC52MS5SdW5GYWlsZWRIABIpCgljYW5jZWxsZWQYESABKAsyFC5pb3AudjEuUnVuQ2FuY2VsbGVkSAASJgoJZW1iZWRkaW5nGBIgASgLMhEuaW9wLnYxLkVtYmVkZGluZ0gAQgcKBWV2ZW50IjEKDVJ1bkV2ZW50QmF0Y2gSIAoGZXZlbnRzGAEgAygLMhAuaW9wLnYxLlJ1bkV2ZW50Ij4KClJ1blN0YXJ0ZWQSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCSIbCgtPdXRwdXREZWx0YRIMCgR0ZXh0GAEgASgJIi8KDVRvb2xDYWxsRGVsdGESHgoEY2FsbBgBIAEoCzIQLmlvcC52MS5Ub29sQ2FsbCInCgdMb2dMaW5lEg4KBnN0cmVhbRgBIAEoCRIMCgR0ZXh0GAIgASgJIlYKDFJ1bkNvbXBsZXRlZBIVCg1maW5pc2hfcmVhc29uGAEgASgJEhwKBXVzYWdlGAIgASgLMg0uaW9wLnYxLlVzYWdlEhEKCWV4aXRfY29kZRgDIAEoBSI8CglSdW5GYWlsZWQSHAoFZXJyb3IYASABKAsyDS5pb3AudjEuRXJyb3ISEQoJZXhpdF9jb2RlGAIgASgFIioKCUVtYmVkZGluZxINCgVpbmRleBgBIAEoDRIOCgZ2YWx1ZXMYAiADKAIiHgoMUnVuQ2FuY2VsbGVkEg4KBnJlYXNvbhgBIAEoCSKpAQoSTm9kZUNvbW1hbmRSZXF1ZXN0EicKB2hpc3RvcnkYASABKAsyFC5pb3AudjEuSGlzdG9yeVF1ZXJ5SAASMQoMY2FwYWJpbGl0aWVzGAIgASgLMhkuaW9wLnYxLkNhcGFiaWxpdGllc1F1ZXJ5SAASLAoKcnVuX291dHB1dBgDIAEoCzIWLmlvcC52MS5SdW5PdXRwdXRRdWVyeUgAQgkKB2NvbW1hbmQiHQoMSGlzdG9yeVF1ZXJ5Eg0KBWxpbWl0GAEgASgNIhMKEUNhcGFiaWxpdGllc1F1ZXJ5IiAKDlJ1bk91dHB1dFF1ZXJ5Eg4KBnJ1bl9pZBgBIAEoCSLMAQoTTm9kZUNvbW1hbmRSZXNwb25zZRIoCgdoaXN0b3J5GAEgASgLMhUuaW9wLnYxLkhpc3RvcnlSZXN1bHRIABIyCgxjYXBhYmlsaXRpZXMYAiABKAsyGi5pb3AudjEuQ2FwYWJpbGl0aWVzUmVzdWx0SAASHgoFZXJyb3IYAyABKAsyDS5pb3AudjEuRXJyb3JIABItCgpydW5fb3V0cHV0GAQgASgLMhcuaW9wLnYxLlJ1bk91dHB1dFJlc3VsdEgAQggKBnJlc3VsdCJTCg9SdW5PdXRwdXRSZXN1bHQSDgoGcnVuX2lkGAEgASgJEg0KBWZvdW5kGAIgASgIEg4KBm91dHB1dBgDIAEoCRIRCgl0cnVuY2F0ZWQYBCABKAgiMAoNSGlzdG9yeVJlc3VsdBIfCgRydW5zGAEgAygLMhEuaW9wLnYxLlJ1blJlY29yZCKQAgoJUnVuUmVjb3JkEg4KBnJ1bl9pZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSFQoNc3RhcnRlZF9hdF9tcxgFIAEoAxIaChJmaXJzdF9vdXRwdXRfYXRfbXMYBiABKAMSFgoOZmluaXNoZWRfYXRfbXMYByABKAMSHAoFdXNhZ2UYCCABKAsyDS5pb3AudjEuVXNhZ2USHAoFZXJyb3IYCSABKAsyDS5pb3AudjEuRXJyb3ISFgoOb3V0cHV0X3N1bW1hcnkYCiABKAkSEQoJZXhpdF9jb2RlGAsgASgFEhAKCHRyYWNlX2lkGAwgASgJIkMKEkNhcGFiaWxpdGllc1Jlc3VsdBItCghhZGFwdGVycxgBIAMoCzIbLmlvcC52MS5BZGFwdGVyQ2FwYWJpbGl0aWVzIpcBChNBZGFwdGVyQ2FwYWJpbGl0aWVzEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIPCgdoZWFsdGh5GAMgASgIEg4KBmRldGFpbBgEIAEoCRIPCgd0YXJnZXRzGAUgAygJEhEKCXN0cmVhbWluZxgGIAEoCBINCgV0b29scxgHIAEoCBIQCghzZXNzaW9ucxgIIAEoCCKrAgoNRWRnZU5vZGVFdmVudBIPCgdub2RlX2lkGAEgASgJEhQKDHRpbWVzdGFtcF9tcxgCIAEoAxIsCgpyZWdpc3RlcmVkGAogASgLMhYuaW9wLnYxLk5vZGVSZWdpc3RlcmVkSAASMAoMZGlzY29ubmVjdGVkGAsgASgLMhguaW9wLnYxLk5vZGVEaXNjb25uZWN0ZWRIABIvCg5jb25maWdfYXBwbGllZBgMIAEoCzIVLmlvcC52MS5Db25maWdBcHBsaWVkSAASLwoOYWRhcHRlcl9oZWFsdGgYDSABKAsyFS5pb3AudjEuQWRhcHRlckhlYWx0aEgAEigKCGRyYWluaW5nGA4gASgLMhQuaW9wLnYxLk5vZGVEcmFpbmluZ0gAQgcKBWV2ZW50IjsKDE5vZGVEcmFpbmluZxIWCg5ydW5zX2luX2ZsaWdodBgBIAEoDRITCgtkZWFkbGluZV9tcxgCIAEoDSIwCg5Ob2RlUmVnaXN0ZXJlZBINCgVhbGlhcxgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIiIKEE5vZGVEaXNjb25uZWN0ZWQSDgoGcmVhc29uGAEgASgJIpoBCg1Db25maWdBcHBsaWVkEhAKCGFkYXB0ZXJzGAEgAygJEjUKCHJlamVjdGVkGAIgAygLMiMuaW9wLnYxLkNvbmZpZ0FwcGxpZWQuUmVqZWN0ZWRFbnRyeRIPCgd2ZXJzaW9uGAMgASgEGi8KDVJlamVjdGVkRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBCg1BZGFwdGVySGVhbHRoEg8KB2FkYXB0ZXIYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAkqhwEKDlRvb2xDaG9pY2VNb2RlEiAKHFRPT0xfQ0hPSUNFX01PREVfVU5TUEVDSUZJRUQQABIZChVUT09MX0NIT0lDRV9NT0RFX0FVVE8QARIZChVUT09MX0NIT0lDRV9NT0RFX05PTkUQAhIdChlUT09MX0NIT0lDRV9NT0RFX1JFUVVJUkVEEANiBnByb3RvMw", [file_iop_v1_common]);
+  fileDesc("ChFpb3AvdjEvbm9kZS5wcm90bxIGaW9wLnYxIuYECgxOb2RlRW52ZWxvcGUSFgoOY29ycmVsYXRpb25faWQYASABKAQSMwoQcmVnaXN0ZXJfcmVxdWVzdBgKIAEoCzIXLmlvcC52MS5SZWdpc3RlclJlcXVlc3RIABI1ChFyZWdpc3Rlcl9yZXNwb25zZRgLIAEoCzIYLmlvcC52MS5SZWdpc3RlclJlc3BvbnNlSAASJgoJaGVhcnRiZWF0GAwgASgLMhEuaW9wLnYxLkhlYXJ0YmVhdEgAEikKC3J1bl9yZXF1ZXN0GA0gASgLMhIuaW9wLnYxLlJ1blJlcXVlc3RIABIvCg5jYW5jZWxfcmVxdWVzdBgOIAEoCzIVLmlvcC52MS5DYW5jZWxSZXF1ZXN0SAASJQoJcnVuX2V2ZW50GA8gASgLMhAuaW9wLnYxLlJ1bkV2ZW50SAASNQoPY29tbWFuZF9yZXF1ZXN0GBAgASgLMhouaW9wLnYxLk5vZGVDb21tYW5kUmVxdWVzdEgAEjcKEGNvbW1hbmRfcmVzcG9uc2UYESABKAsyGy5pb3AudjEuTm9kZUNvbW1hbmRSZXNwb25zZUgAEisKCm5vZGVfZXZlbnQYEiABKAsyFS5pb3AudjEuRWRnZU5vZGVFdmVudEgAEisKCnJ1bl9ldmVudHMYEyABKAsyFS5pb3AudjEuUnVuRXZlbnRCYXRjaEgAEjEKDWNvbmZpZ191cGRhdGUYFCABKAsyGC5pb3AudjEuTm9kZUNvbmZpZ1VwZGF0ZUgAEiMKCHJ1bl9hY2tzGBUgASgLMg8uaW9wLnYxLlJ1bkFja3NIAEIFCgNtc2ciswEKD1JlZ2lzdGVyUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg0KBXRva2VuGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoDRIfCgRob3N0GAUgASgLMhEuaW9wLnYxLkhvc3RGYWN0cxIQCghub2RlX2tleRgGIAEoCRIiCgloZWxkX3J1bnMYByADKAsyDy5pb3AudjEuSGVsZFJ1biIrCgdIZWxkUnVuEg4KBnJ1bl9pZBgBIAEoCRIQCghsYXN0X3NlcRgCIAEoBCIxCglSdW5SZXN1bWUSDgoGcnVuX2lkGAEgASgJEhQKDHJlY2VpdmVkX3NlcRgCIAEoBCJbCglIb3N0RmFjdHMSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDAoEYXJjaBgDIAEoCRIMCgRjcHVzGAQgASgNEhQKDG1lbW9yeV9ieXRlcxgFIAEoBCLsAQoQUmVnaXN0ZXJSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSKQoGY29uZmlnGAMgASgLMhkuaW9wLnYxLk5vZGVDb25maWdQYXlsb2FkEh0KFWFjY2VwdHNfZXZlbnRfYmF0Y2hlcxgEIAEoCBIWCg5jb25maWdfdmVyc2lvbhgFIAEoBBIRCglyZXRyeWFibGUYBiABKAgSGAoQcnVuX3dpbmRvd19ieXRlcxgHIAEoDRInCgxyZXN1bWVkX3J1bnMYCCADKAsyES5pb3AudjEuUnVuUmVzdW1lIk4KEE5vZGVDb25maWdVcGRhdGUSDwoHdmVyc2lvbhgBIAEoBBIpCgZjb25maWcYAiABKAsyGS5pb3AudjEuTm9kZUNvbmZpZ1BheWxvYWQiwQEKEU5vZGVDb25maWdQYXlsb2FkEg8KB25vZGVfaWQYASABKAkSDQoFYWxpYXMYAiABKAkSJwoIYWRhcHRlcnMYAyADKAsyFS5pb3AudjEuQWRhcHRlckNvbmZpZxIpCglwcm92aWRlcnMYBCADKAsyFi5pb3AudjEuUHJvdmlkZXJDb25maWcSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAUgASgNSgQIBhAHUhNtYXhfY29uY3VycmVudF9ydW5zImUKDUFkYXB0ZXJDb25maWcSDAoEbmFtZRgBIAEoCRIMCgRraW5kGAIgASgJEg8KB2VuYWJsZWQYAyABKAgSFQoNc2V0dGluZ3NfanNvbhgEIAEoCUoECAoQC0oECAsQDEoECAwQDSJrCg5Qcm92aWRlckNvbmZpZxIKCgJpZBgBIAEoCRIPCgdhZGFwdGVyGAIgASgJEg4KBnRhcmdldBgDIAEoCRIXCg9tYXhfY29uY3VycmVuY3kYBCABKA0SEwoLbW9kZWxfZ3JvdXAYBSABKAkiNwoJSGVhcnRiZWF0EhIKCnNlbnRfYXRfbXMYASABKAMSFgoOcnVuc19pbl9mbGlnaHQYAiABKA0iyQQKClJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEiUKCG1lc3NhZ2VzGAQgAygLMhMuaW9wLnYxLkNoYXRNZXNzYWdlEg4KBnByb21wdBgFIAEoCRIpCghzYW1wbGluZxgGIAEoCzIXLmlvcC52MS5TYW1wbGluZ09wdGlvbnMSJQoFdG9vbHMYByADKAsyFi5pb3AudjEuVG9vbERlZmluaXRpb24SEgoKc2Vzc2lvbl9pZBgIIAEoCRIyCghtZXRhZGF0YRgJIAMoCzIgLmlvcC52MS5SdW5SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKdGltZW91dF9tcxgKIAEoDRIUCgx3aG9sZV9hbnN3ZXIYCyABKAgSKwoNb3V0cHV0X2Zvcm1hdBgMIAEoCzIULmlvcC52MS5PdXRwdXRGb3JtYXQSJwoLdG9vbF9jaG9pY2UYDSABKAsyEi5pb3AudjEuVG9vbENob2ljZRIgChNwYXJhbGxlbF90b29sX2NhbGxzGA4gASgISACIAQESFAoMdHJhY2VfcGFyZW50GA8gASgJEhMKC3RyYWNlX3N0YXRlGBAgASgJEiMKBWVtYmVkGBEgASgLMhQuaW9wLnYxLkVtYmVkUmVxdWVzdBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFgoUX3BhcmFsbGVsX3Rvb2xfY2FsbHMiVgoMRW1iZWRSZXF1ZXN0Eg4KBmlucHV0cxgBIAMoCRISCgpkaW1lbnNpb25zGAIgASgNEhUKCHRydW5jYXRlGAMgASgISACIAQFCCwoJX3RydW5jYXRlInoKDE91dHB1dEZvcm1hdBIvCgtqc29uX29iamVjdBgBIAEoCzIYLmlvcC52MS5Kc29uT2JqZWN0Rm9ybWF0SAASLwoLanNvbl9zY2hlbWEYAiABKAsyGC5pb3AudjEuSnNvblNjaGVtYUZvcm1hdEgAQggKBmZvcm1hdCISChBKc29uT2JqZWN0Rm9ybWF0ImoKEEpzb25TY2hlbWFGb3JtYXQSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRITCgtzY2hlbWFfanNvbhgDIAEoCRITCgZzdHJpY3QYBCABKAhIAIgBAUIJCgdfc3RyaWN0IlcKClRvb2xDaG9pY2USJgoEbW9kZRgBIAEoDjIWLmlvcC52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UimgEKC0NoYXRNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRIUCgx0b29sX2NhbGxfaWQYAyABKAkSJAoKdG9vbF9jYWxscxgEIAMoCzIQLmlvcC52MS5Ub29sQ2FsbBIMCgRuYW1lGAUgASgJEiIKBXBhcnRzGAYgAygLMhMuaW9wLnYxLkNvbnRlbnRQYXJ0IkkKC0NvbnRlbnRQYXJ0Eg4KBHRleHQYASABKAlIABIiCgVpbWFnZRgCIAEoCzIRLmlvcC52MS5JbWFnZVBhcnRIAEIGCgRwYXJ0IigKCUltYWdlUGFydBILCgN1cmwYASABKAkSDgoGZGV0YWlsGAIgASgJIkwKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJIkYKCFRvb2xDYWxsEg0KBWluZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJIr8BCg9TYW1wbGluZ09wdGlvbnMSGAoLdGVtcGVyYXR1cmUYASABKAFIAIgBARISCgV0b3BfcBgCIAEoAUgBiAEBEhcKCm1heF90b2tlbnMYAyABKA1IAogBARIMCgRzdG9wGAQgAygJEhEKBHNlZWQYBSABKANIA4gBARISCgpleHRyYV9qc29uGAYgASgJQg4KDF90ZW1wZXJhdHVyZUIICgZfdG9wX3BCDQoLX21heF90b2tlbnNCBwoFX3NlZWQiLwoNQ2FuY2VsUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIqMDCghSdW5FdmVudBIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgEEhQKDHRpbWVzdGFtcF9tcxgDIAEoAxIlCgdzdGFydGVkGAogASgLMhIuaW9wLnYxLlJ1blN0YXJ0ZWRIABIlCgZvdXRwdXQYCyABKAsyEy5pb3AudjEuT3V0cHV0RGVsdGFIABIqCgl0b29sX2NhbGwYDCABKAsyFS5pb3AudjEuVG9vbENhbGxEZWx0YUgAEh4KA2xvZxgNIAEoCzIPLmlvcC52MS5Mb2dMaW5lSAASHgoFdXNhZ2UYDiABKAsyDS5pb3AudjEuVXNhZ2VIABIpCgljb21wbGV0ZWQYDyABKAsyFC5pb3AudjEuUnVuQ29tcGxldGVkSAASIwoGZmFpbGVkGBAgASgLMhEuaW9wLnYxLlJ1bkZhaWxlZEgAEikKCWNhbmNlbGxlZBgRIAEoCzIULmlvcC52MS5SdW5DYW5jZWxsZWRIABImCgllbWJlZGRpbmcYEiABKAsyES5pb3AudjEuRW1iZWRkaW5nSABCBwoFZXZlbnQiMQoNUnVuRXZlbnRCYXRjaBIgCgZldmVudHMYASADKAsyEC5pb3AudjEuUnVuRXZlbnQiPgoKUnVuU3RhcnRlZBIPCgdub2RlX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJIhsKC091dHB1dERlbHRhEgwKBHRleHQYASABKAkiLwoNVG9vbENhbGxEZWx0YRIeCgRjYWxsGAEgASgLMhAuaW9wLnYxLlRvb2xDYWxsIicKB0xvZ0xpbmUSDgoGc3RyZWFtGAEgASgJEgwKBHRleHQYAiABKAkiVgoMUnVuQ29tcGxldGVkEhUKDWZpbmlzaF9yZWFzb24YASABKAkSHAoFdXNhZ2UYAiABKAsyDS5pb3AudjEuVXNhZ2USEQoJZXhpdF9jb2RlGAMgASgFIjwKCVJ1bkZhaWxlZBIcCgVlcnJvchgBIAEoCzINLmlvcC52MS5FcnJvchIRCglleGl0X2NvZGUYAiABKAUiKgoJRW1iZWRkaW5nEg0KBWluZGV4GAEgASgNEg4KBnZhbHVlcxgCIAMoAiIeCgxSdW5DYW5jZWxsZWQSDgoGcmVhc29uGAEgASgJIqkBChJOb2RlQ29tbWFuZFJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIULmlvcC52MS5IaXN0b3J5UXVlcnlIABIxCgxjYXBhYmlsaXRpZXMYAiABKAsyGS5pb3AudjEuQ2FwYWJpbGl0aWVzUXVlcnlIABIsCgpydW5fb3V0cHV0GAMgASgLMhYuaW9wLnYxLlJ1bk91dHB1dFF1ZXJ5SABCCQoHY29tbWFuZCIdCgxIaXN0b3J5UXVlcnkSDQoFbGltaXQYASABKA0iEwoRQ2FwYWJpbGl0aWVzUXVlcnkiIAoOUnVuT3V0cHV0UXVlcnkSDgoGcnVuX2lkGAEgASgJIswBChNOb2RlQ29tbWFuZFJlc3BvbnNlEigKB2hpc3RvcnkYASABKAsyFS5pb3AudjEuSGlzdG9yeVJlc3VsdEgAEjIKDGNhcGFiaWxpdGllcxgCIAEoCzIaLmlvcC52MS5DYXBhYmlsaXRpZXNSZXN1bHRIABIeCgVlcnJvchgDIAEoCzINLmlvcC52MS5FcnJvckgAEi0KCnJ1bl9vdXRwdXQYBCABKAsyFy5pb3AudjEuUnVuT3V0cHV0UmVzdWx0SABCCAoGcmVzdWx0IlMKD1J1bk91dHB1dFJlc3VsdBIOCgZydW5faWQYASABKAkSDQoFZm91bmQYAiABKAgSDgoGb3V0cHV0GAMgASgJEhEKCXRydW5jYXRlZBgEIAEoCCIwCg1IaXN0b3J5UmVzdWx0Eh8KBHJ1bnMYASADKAsyES5pb3AudjEuUnVuUmVjb3JkIpACCglSdW5SZWNvcmQSDgoGcnVuX2lkGAEgASgJEg8KB2FkYXB0ZXIYAiABKAkSDgoGdGFyZ2V0GAMgASgJEg4KBnN0YXR1cxgEIAEoCRIVCg1zdGFydGVkX2F0X21zGAUgASgDEhoKEmZpcnN0X291dHB1dF9hdF9tcxgGIAEoAxIWCg5maW5pc2hlZF9hdF9tcxgHIAEoAxIcCgV1c2FnZRgIIAEoCzINLmlvcC52MS5Vc2FnZRIcCgVlcnJvchgJIAEoCzINLmlvcC52MS5FcnJvchIWCg5vdXRwdXRfc3VtbWFyeRgKIAEoCRIRCglleGl0X2NvZGUYCyABKAUSEAoIdHJhY2VfaWQYDCABKAkiQwoSQ2FwYWJpbGl0aWVzUmVzdWx0Ei0KCGFkYXB0ZXJzGAEgAygLMhsuaW9wLnYxLkFkYXB0ZXJDYXBhYmlsaXRpZXMilwEKE0FkYXB0ZXJDYXBhYmlsaXRpZXMSDAoEbmFtZRgBIAEoCRIMCgRraW5kGAIgASgJEg8KB2hlYWx0aHkYAyABKAgSDgoGZGV0YWlsGAQgASgJEg8KB3RhcmdldHMYBSADKAkSEQoJc3RyZWFtaW5nGAYgASgIEg0KBXRvb2xzGAcgASgIEhAKCHNlc3Npb25zGAggASgIIqsCCg1FZGdlTm9kZUV2ZW50Eg8KB25vZGVfaWQYASABKAkSFAoMdGltZXN0YW1wX21zGAIgASgDEiwKCnJlZ2lzdGVyZWQYCiABKAsyFi5pb3AudjEuTm9kZVJlZ2lzdGVyZWRIABIwCgxkaXNjb25uZWN0ZWQYCyABKAsyGC5pb3AudjEuTm9kZURpc2Nvbm5lY3RlZEgAEi8KDmNvbmZpZ19hcHBsaWVkGAwgASgLMhUuaW9wLnYxLkNvbmZpZ0FwcGxpZWRIABIvCg5hZGFwdGVyX2hlYWx0aBgNIAEoCzIVLmlvcC52MS5BZGFwdGVySGVhbHRoSAASKAoIZHJhaW5pbmcYDiABKAsyFC5pb3AudjEuTm9kZURyYWluaW5nSABCBwoFZXZlbnQiJwoHUnVuQWNrcxIcCgRhY2tzGAEgAygLMg4uaW9wLnYxLlJ1bkFjayIlCgZSdW5BY2sSDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoBCI7CgxOb2RlRHJhaW5pbmcSFgoOcnVuc19pbl9mbGlnaHQYASABKA0SEwoLZGVhZGxpbmVfbXMYAiABKA0iMAoOTm9kZVJlZ2lzdGVyZWQSDQoFYWxpYXMYASABKAkSDwoHdmVyc2lvbhgCIAEoCSIiChBOb2RlRGlzY29ubmVjdGVkEg4KBnJlYXNvbhgBIAEoCSKaAQoNQ29uZmlnQXBwbGllZBIQCghhZGFwdGVycxgBIAMoCRI1CghyZWplY3RlZBgCIAMoCzIjLmlvcC52MS5Db25maWdBcHBsaWVkLlJlamVjdGVkRW50cnkSDwoHdmVyc2lvbhgDIAEoBBovCg1SZWplY3RlZEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiQQoNQWRhcHRlckhlYWx0aBIPCgdhZGFwdGVyGAEgASgJEg8KB2hlYWx0aHkYAiABKAgSDgoGZGV0YWlsGAMgASgJKocBCg5Ub29sQ2hvaWNlTW9kZRIgChxUT09MX0NIT0lDRV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVVE9PTF9DSE9JQ0VfTU9ERV9BVVRPEAESGQoVVE9PTF9DSE9JQ0VfTU9ERV9OT05FEAISHQoZVE9PTF9DSE9JQ0VfTU9ERV9SRVFVSVJFRBADYgZwcm90bzM", [file_iop_v1_common]);
 
 /**
  * NodeEnvelope is the only message sent on the Edge↔Node link.
@@ -96,6 +96,12 @@ export type NodeEnvelope = Message<"iop.v1.NodeEnvelope"> & {
      */
     value: NodeConfigUpdate;
     case: "configUpdate";
+  } | {
+    /**
+     * @generated from field: iop.v1.RunAcks run_acks = 21;
+     */
+    value: RunAcks;
+    case: "runAcks";
   } | { case: undefined; value?: undefined };
 };
 
@@ -148,6 +154,13 @@ export type RegisterRequest = Message<"iop.v1.RegisterRequest"> & {
    * @generated from field: string node_key = 6;
    */
   nodeKey: string;
+
+  /**
+   * Runs the Node kept through the loss of its previous link (see Resume above).
+   *
+   * @generated from field: repeated iop.v1.HeldRun held_runs = 7;
+   */
+  heldRuns: HeldRun[];
 };
 
 /**
@@ -156,6 +169,58 @@ export type RegisterRequest = Message<"iop.v1.RegisterRequest"> & {
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
   messageDesc(file_iop_v1_node, 1);
+
+/**
+ * A run a Node kept through the loss of its link, offered back at registration.
+ *
+ * @generated from message iop.v1.HeldRun
+ */
+export type HeldRun = Message<"iop.v1.HeldRun"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The highest seq the Node produced for it so far.
+   *
+   * @generated from field: uint64 last_seq = 2;
+   */
+  lastSeq: bigint;
+};
+
+/**
+ * Describes the message iop.v1.HeldRun.
+ * Use `create(HeldRunSchema)` to create a new message.
+ */
+export const HeldRunSchema: GenMessage<HeldRun> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 2);
+
+/**
+ * A held run the Edge still waits for: the Node sends its events after received_seq again.
+ *
+ * @generated from message iop.v1.RunResume
+ */
+export type RunResume = Message<"iop.v1.RunResume"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The last seq of the run the Edge received (0: none).
+   *
+   * @generated from field: uint64 received_seq = 2;
+   */
+  receivedSeq: bigint;
+};
+
+/**
+ * Describes the message iop.v1.RunResume.
+ * Use `create(RunResumeSchema)` to create a new message.
+ */
+export const RunResumeSchema: GenMessage<RunResume> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 3);
 
 /**
  * HostFacts describes the machine a Node runs on.
@@ -194,7 +259,7 @@ export type HostFacts = Message<"iop.v1.HostFacts"> & {
  * Use `create(HostFactsSchema)` to create a new message.
  */
 export const HostFactsSchema: GenMessage<HostFacts> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 2);
+  messageDesc(file_iop_v1_node, 4);
 
 /**
  * RegisterResponse accepts or refuses a Node.
@@ -240,6 +305,21 @@ export type RegisterResponse = Message<"iop.v1.RegisterResponse"> & {
    * @generated from field: bool retryable = 6;
    */
   retryable: boolean;
+
+  /**
+   * Per-run credit in bytes of events (see Flow control above); 0: no flow control (an older
+   * Edge), the Node sends as fast as its backend answers.
+   *
+   * @generated from field: uint32 run_window_bytes = 7;
+   */
+  runWindowBytes: number;
+
+  /**
+   * The held runs the Edge re-attaches (see Resume above); a held run not listed is cancelled.
+   *
+   * @generated from field: repeated iop.v1.RunResume resumed_runs = 8;
+   */
+  resumedRuns: RunResume[];
 };
 
 /**
@@ -247,7 +327,7 @@ export type RegisterResponse = Message<"iop.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 3);
+  messageDesc(file_iop_v1_node, 5);
 
 /**
  * NodeConfigUpdate replaces a registered Node's whole configuration (sent after a config reload
@@ -272,7 +352,7 @@ export type NodeConfigUpdate = Message<"iop.v1.NodeConfigUpdate"> & {
  * Use `create(NodeConfigUpdateSchema)` to create a new message.
  */
 export const NodeConfigUpdateSchema: GenMessage<NodeConfigUpdate> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 4);
+  messageDesc(file_iop_v1_node, 6);
 
 /**
  * NodeConfigPayload is everything a Node needs to serve: built by the Edge from its node record.
@@ -311,7 +391,7 @@ export type NodeConfigPayload = Message<"iop.v1.NodeConfigPayload"> & {
  * Use `create(NodeConfigPayloadSchema)` to create a new message.
  */
 export const NodeConfigPayloadSchema: GenMessage<NodeConfigPayload> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 5);
+  messageDesc(file_iop_v1_node, 7);
 
 /**
  * AdapterConfig configures one adapter instance on a Node.
@@ -352,7 +432,7 @@ export type AdapterConfig = Message<"iop.v1.AdapterConfig"> & {
  * Use `create(AdapterConfigSchema)` to create a new message.
  */
 export const AdapterConfigSchema: GenMessage<AdapterConfig> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 6);
+  messageDesc(file_iop_v1_node, 8);
 
 /**
  * ProviderConfig is one member of a provider pool: a model served by an adapter on this Node.
@@ -393,7 +473,7 @@ export type ProviderConfig = Message<"iop.v1.ProviderConfig"> & {
  * Use `create(ProviderConfigSchema)` to create a new message.
  */
 export const ProviderConfigSchema: GenMessage<ProviderConfig> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 7);
+  messageDesc(file_iop_v1_node, 9);
 
 /**
  * Heartbeat proves the sender is alive.
@@ -417,7 +497,7 @@ export type Heartbeat = Message<"iop.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 8);
+  messageDesc(file_iop_v1_node, 10);
 
 /**
  * RunRequest asks a Node to execute one run through `adapter` on `target`.
@@ -540,7 +620,7 @@ export type RunRequest = Message<"iop.v1.RunRequest"> & {
  * Use `create(RunRequestSchema)` to create a new message.
  */
 export const RunRequestSchema: GenMessage<RunRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 9);
+  messageDesc(file_iop_v1_node, 11);
 
 /**
  * What an embedding run embeds.
@@ -574,7 +654,7 @@ export type EmbedRequest = Message<"iop.v1.EmbedRequest"> & {
  * Use `create(EmbedRequestSchema)` to create a new message.
  */
 export const EmbedRequestSchema: GenMessage<EmbedRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 10);
+  messageDesc(file_iop_v1_node, 12);
 
 /**
  * A constraint on the answer's text: any JSON object, or JSON matching a schema.
@@ -605,7 +685,7 @@ export type OutputFormat = Message<"iop.v1.OutputFormat"> & {
  * Use `create(OutputFormatSchema)` to create a new message.
  */
 export const OutputFormatSchema: GenMessage<OutputFormat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 11);
+  messageDesc(file_iop_v1_node, 13);
 
 /**
  * The answer is one JSON object (OpenAI's json_object, Ollama's format "json").
@@ -620,7 +700,7 @@ export type JsonObjectFormat = Message<"iop.v1.JsonObjectFormat"> & {
  * Use `create(JsonObjectFormatSchema)` to create a new message.
  */
 export const JsonObjectFormatSchema: GenMessage<JsonObjectFormat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 12);
+  messageDesc(file_iop_v1_node, 14);
 
 /**
  * The answer is JSON matching a schema (OpenAI's json_schema, Ollama's format {schema}).
@@ -658,7 +738,7 @@ export type JsonSchemaFormat = Message<"iop.v1.JsonSchemaFormat"> & {
  * Use `create(JsonSchemaFormatSchema)` to create a new message.
  */
 export const JsonSchemaFormatSchema: GenMessage<JsonSchemaFormat> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 13);
+  messageDesc(file_iop_v1_node, 15);
 
 /**
  * Which tools the model may or must call.
@@ -691,7 +771,7 @@ export type ToolChoice = Message<"iop.v1.ToolChoice"> & {
  * Use `create(ToolChoiceSchema)` to create a new message.
  */
 export const ToolChoiceSchema: GenMessage<ToolChoice> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 14);
+  messageDesc(file_iop_v1_node, 16);
 
 /**
  * ChatMessage is one conversation turn.
@@ -740,7 +820,7 @@ export type ChatMessage = Message<"iop.v1.ChatMessage"> & {
  * Use `create(ChatMessageSchema)` to create a new message.
  */
 export const ChatMessageSchema: GenMessage<ChatMessage> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 15);
+  messageDesc(file_iop_v1_node, 17);
 
 /**
  * One piece of a message's content.
@@ -771,7 +851,7 @@ export type ContentPart = Message<"iop.v1.ContentPart"> & {
  * Use `create(ContentPartSchema)` to create a new message.
  */
 export const ContentPartSchema: GenMessage<ContentPart> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 16);
+  messageDesc(file_iop_v1_node, 18);
 
 /**
  * An image given to a model that sees.
@@ -799,7 +879,7 @@ export type ImagePart = Message<"iop.v1.ImagePart"> & {
  * Use `create(ImagePartSchema)` to create a new message.
  */
 export const ImagePartSchema: GenMessage<ImagePart> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 17);
+  messageDesc(file_iop_v1_node, 19);
 
 /**
  * ToolDefinition describes a function the model may call.
@@ -830,7 +910,7 @@ export type ToolDefinition = Message<"iop.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 18);
+  messageDesc(file_iop_v1_node, 20);
 
 /**
  * ToolCall is a model's request to call a function.
@@ -866,7 +946,7 @@ export type ToolCall = Message<"iop.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 19);
+  messageDesc(file_iop_v1_node, 21);
 
 /**
  * SamplingOptions are generation parameters; unset fields take the backend's default.
@@ -912,7 +992,7 @@ export type SamplingOptions = Message<"iop.v1.SamplingOptions"> & {
  * Use `create(SamplingOptionsSchema)` to create a new message.
  */
 export const SamplingOptionsSchema: GenMessage<SamplingOptions> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 20);
+  messageDesc(file_iop_v1_node, 22);
 
 /**
  * CancelRequest aborts a run; the run ends with a `cancelled` event.
@@ -936,7 +1016,7 @@ export type CancelRequest = Message<"iop.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 21);
+  messageDesc(file_iop_v1_node, 23);
 
 /**
  * RunEvent is one step of a run's life, in `seq` order.
@@ -1024,7 +1104,7 @@ export type RunEvent = Message<"iop.v1.RunEvent"> & {
  * Use `create(RunEventSchema)` to create a new message.
  */
 export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 22);
+  messageDesc(file_iop_v1_node, 24);
 
 /**
  * RunEventBatch carries run events produced together (e.g. the deltas of one backend read), in
@@ -1044,7 +1124,7 @@ export type RunEventBatch = Message<"iop.v1.RunEventBatch"> & {
  * Use `create(RunEventBatchSchema)` to create a new message.
  */
 export const RunEventBatchSchema: GenMessage<RunEventBatch> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 23);
+  messageDesc(file_iop_v1_node, 25);
 
 /**
  * RunStarted opens a run's event stream.
@@ -1073,7 +1153,7 @@ export type RunStarted = Message<"iop.v1.RunStarted"> & {
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 24);
+  messageDesc(file_iop_v1_node, 26);
 
 /**
  * OutputDelta is a piece of the run's answer (model text or CLI stdout).
@@ -1092,7 +1172,7 @@ export type OutputDelta = Message<"iop.v1.OutputDelta"> & {
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
 export const OutputDeltaSchema: GenMessage<OutputDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 25);
+  messageDesc(file_iop_v1_node, 27);
 
 /**
  * ToolCallDelta streams part of a tool call.
@@ -1111,7 +1191,7 @@ export type ToolCallDelta = Message<"iop.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 26);
+  messageDesc(file_iop_v1_node, 28);
 
 /**
  * LogLine is diagnostic output that is not part of the answer (e.g. CLI stderr).
@@ -1135,7 +1215,7 @@ export type LogLine = Message<"iop.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 27);
+  messageDesc(file_iop_v1_node, 29);
 
 /**
  * RunCompleted closes a successful run.
@@ -1168,7 +1248,7 @@ export type RunCompleted = Message<"iop.v1.RunCompleted"> & {
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export const RunCompletedSchema: GenMessage<RunCompleted> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 28);
+  messageDesc(file_iop_v1_node, 30);
 
 /**
  * RunFailed closes a run that did not succeed.
@@ -1192,7 +1272,7 @@ export type RunFailed = Message<"iop.v1.RunFailed"> & {
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema: GenMessage<RunFailed> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 29);
+  messageDesc(file_iop_v1_node, 31);
 
 /**
  * Embedding is the vector of one input of an embedding run.
@@ -1218,7 +1298,7 @@ export type Embedding = Message<"iop.v1.Embedding"> & {
  * Use `create(EmbeddingSchema)` to create a new message.
  */
 export const EmbeddingSchema: GenMessage<Embedding> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 30);
+  messageDesc(file_iop_v1_node, 32);
 
 /**
  * RunCancelled closes a run that was cancelled or timed out by request.
@@ -1237,7 +1317,7 @@ export type RunCancelled = Message<"iop.v1.RunCancelled"> & {
  * Use `create(RunCancelledSchema)` to create a new message.
  */
 export const RunCancelledSchema: GenMessage<RunCancelled> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 31);
+  messageDesc(file_iop_v1_node, 33);
 
 /**
  * NodeCommandRequest asks a Node for something other than a run.
@@ -1274,7 +1354,7 @@ export type NodeCommandRequest = Message<"iop.v1.NodeCommandRequest"> & {
  * Use `create(NodeCommandRequestSchema)` to create a new message.
  */
 export const NodeCommandRequestSchema: GenMessage<NodeCommandRequest> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 32);
+  messageDesc(file_iop_v1_node, 34);
 
 /**
  * HistoryQuery reads the Node's most recent runs, newest first.
@@ -1293,7 +1373,7 @@ export type HistoryQuery = Message<"iop.v1.HistoryQuery"> & {
  * Use `create(HistoryQuerySchema)` to create a new message.
  */
 export const HistoryQuerySchema: GenMessage<HistoryQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 33);
+  messageDesc(file_iop_v1_node, 35);
 
 /**
  * CapabilitiesQuery asks every adapter what it can do now.
@@ -1308,7 +1388,7 @@ export type CapabilitiesQuery = Message<"iop.v1.CapabilitiesQuery"> & {
  * Use `create(CapabilitiesQuerySchema)` to create a new message.
  */
 export const CapabilitiesQuerySchema: GenMessage<CapabilitiesQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 34);
+  messageDesc(file_iop_v1_node, 36);
 
 /**
  * RunOutputQuery reads one run's whole stored output from the Node's history (up to the Node's
@@ -1328,7 +1408,7 @@ export type RunOutputQuery = Message<"iop.v1.RunOutputQuery"> & {
  * Use `create(RunOutputQuerySchema)` to create a new message.
  */
 export const RunOutputQuerySchema: GenMessage<RunOutputQuery> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 35);
+  messageDesc(file_iop_v1_node, 37);
 
 /**
  * NodeCommandResponse answers a NodeCommandRequest.
@@ -1371,7 +1451,7 @@ export type NodeCommandResponse = Message<"iop.v1.NodeCommandResponse"> & {
  * Use `create(NodeCommandResponseSchema)` to create a new message.
  */
 export const NodeCommandResponseSchema: GenMessage<NodeCommandResponse> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 36);
+  messageDesc(file_iop_v1_node, 38);
 
 /**
  * RunOutputResult is one run's stored output; found=false when the history has no such run.
@@ -1409,7 +1489,7 @@ export type RunOutputResult = Message<"iop.v1.RunOutputResult"> & {
  * Use `create(RunOutputResultSchema)` to create a new message.
  */
 export const RunOutputResultSchema: GenMessage<RunOutputResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 37);
+  messageDesc(file_iop_v1_node, 39);
 
 /**
  * HistoryResult lists recorded runs.
@@ -1428,7 +1508,7 @@ export type HistoryResult = Message<"iop.v1.HistoryResult"> & {
  * Use `create(HistoryResultSchema)` to create a new message.
  */
 export const HistoryResultSchema: GenMessage<HistoryResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 38);
+  messageDesc(file_iop_v1_node, 40);
 
 /**
  * RunRecord is one row of a Node's run history.
@@ -1506,7 +1586,7 @@ export type RunRecord = Message<"iop.v1.RunRecord"> & {
  * Use `create(RunRecordSchema)` to create a new message.
  */
 export const RunRecordSchema: GenMessage<RunRecord> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 39);
+  messageDesc(file_iop_v1_node, 41);
 
 /**
  * CapabilitiesResult describes each adapter.
@@ -1525,7 +1605,7 @@ export type CapabilitiesResult = Message<"iop.v1.CapabilitiesResult"> & {
  * Use `create(CapabilitiesResultSchema)` to create a new message.
  */
 export const CapabilitiesResultSchema: GenMessage<CapabilitiesResult> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 40);
+  messageDesc(file_iop_v1_node, 42);
 
 /**
  * AdapterCapabilities is what one adapter reports about itself.
@@ -1579,7 +1659,7 @@ export type AdapterCapabilities = Message<"iop.v1.AdapterCapabilities"> & {
  * Use `create(AdapterCapabilitiesSchema)` to create a new message.
  */
 export const AdapterCapabilitiesSchema: GenMessage<AdapterCapabilities> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 41);
+  messageDesc(file_iop_v1_node, 43);
 
 /**
  * EdgeNodeEvent carries connection lifecycle and status news, separate from run events.
@@ -1638,7 +1718,50 @@ export type EdgeNodeEvent = Message<"iop.v1.EdgeNodeEvent"> & {
  * Use `create(EdgeNodeEventSchema)` to create a new message.
  */
 export const EdgeNodeEventSchema: GenMessage<EdgeNodeEvent> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 42);
+  messageDesc(file_iop_v1_node, 44);
+
+/**
+ * RunAcks credits runs (Edge → Node): for each, every event up to seq was taken.
+ *
+ * @generated from message iop.v1.RunAcks
+ */
+export type RunAcks = Message<"iop.v1.RunAcks"> & {
+  /**
+   * @generated from field: repeated iop.v1.RunAck acks = 1;
+   */
+  acks: RunAck[];
+};
+
+/**
+ * Describes the message iop.v1.RunAcks.
+ * Use `create(RunAcksSchema)` to create a new message.
+ */
+export const RunAcksSchema: GenMessage<RunAcks> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 45);
+
+/**
+ * One run's acknowledgement: its events up to and including seq.
+ *
+ * @generated from message iop.v1.RunAck
+ */
+export type RunAck = Message<"iop.v1.RunAck"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * @generated from field: uint64 seq = 2;
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message iop.v1.RunAck.
+ * Use `create(RunAckSchema)` to create a new message.
+ */
+export const RunAckSchema: GenMessage<RunAck> = /*@__PURE__*/
+  messageDesc(file_iop_v1_node, 46);
 
 /**
  * NodeDraining announces that a Node is stopping: it takes no new runs, and those in flight
@@ -1667,7 +1790,7 @@ export type NodeDraining = Message<"iop.v1.NodeDraining"> & {
  * Use `create(NodeDrainingSchema)` to create a new message.
  */
 export const NodeDrainingSchema: GenMessage<NodeDraining> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 43);
+  messageDesc(file_iop_v1_node, 47);
 
 /**
  * NodeRegistered records a Node joining its Edge.
@@ -1691,7 +1814,7 @@ export type NodeRegistered = Message<"iop.v1.NodeRegistered"> & {
  * Use `create(NodeRegisteredSchema)` to create a new message.
  */
 export const NodeRegisteredSchema: GenMessage<NodeRegistered> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 44);
+  messageDesc(file_iop_v1_node, 48);
 
 /**
  * NodeDisconnected records a Node leaving its Edge.
@@ -1710,7 +1833,7 @@ export type NodeDisconnected = Message<"iop.v1.NodeDisconnected"> & {
  * Use `create(NodeDisconnectedSchema)` to create a new message.
  */
 export const NodeDisconnectedSchema: GenMessage<NodeDisconnected> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 45);
+  messageDesc(file_iop_v1_node, 49);
 
 /**
  * ConfigApplied reports which adapters a Node built from its config.
@@ -1744,7 +1867,7 @@ export type ConfigApplied = Message<"iop.v1.ConfigApplied"> & {
  * Use `create(ConfigAppliedSchema)` to create a new message.
  */
 export const ConfigAppliedSchema: GenMessage<ConfigApplied> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 46);
+  messageDesc(file_iop_v1_node, 50);
 
 /**
  * AdapterHealth reports an adapter's health change.
@@ -1773,7 +1896,7 @@ export type AdapterHealth = Message<"iop.v1.AdapterHealth"> & {
  * Use `create(AdapterHealthSchema)` to create a new message.
  */
 export const AdapterHealthSchema: GenMessage<AdapterHealth> = /*@__PURE__*/
-  messageDesc(file_iop_v1_node, 47);
+  messageDesc(file_iop_v1_node, 51);
 
 /**
  * auto: the model decides; none: no tool calls; required: at least one tool call.

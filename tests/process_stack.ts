@@ -1,0 +1,166 @@
+/**
+ * Real Edge and Node processes (`services/{edge,node}/main.ts`) from YAML configs, for the
+ * fault suites, and a TCP proxy on the node wire that can cut the link the way a network does:
+ * bytes stop flowing both ways and no side hears a close, so each finds out by its heartbeats.
+ * @module
+ */
+import { freePort, TextLog, until } from "./util.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+/** A running service process with its log. */
+export class ServiceProcess implements AsyncDisposable {
+  readonly child: Deno.ChildProcess;
+  readonly log = new TextLog();
+  readonly #reading: Promise<void>;
+
+  constructor(service: "edge" | "node", configFile: string, env: Record<string, string> = {}) {
+    this.child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `${ROOT}services/${service}/main.ts`, "--config", configFile],
+      cwd: ROOT,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+      env: { ...env, IOP_LOG_LEVEL: "info", NO_COLOR: "1" },
+    }).spawn();
+    this.#reading = this.log.readFrom(this.child.stderr);
+  }
+
+  /** Resident memory of the process now, in bytes (Linux `/proc`). */
+  rssBytes(): number {
+    const status = Deno.readTextFileSync(`/proc/${this.child.pid}/status`);
+    const kib = status.match(/^VmRSS:\s+(\d+) kB$/m)?.[1];
+    if (kib === undefined) throw new Error(`no VmRSS for process ${this.child.pid}`);
+    return Number(kib) * 1024;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      this.child.kill("SIGKILL");
+    } catch {
+      // Already exited.
+    }
+    await this.child.status;
+    await this.#reading;
+  }
+}
+
+/** Waits until an Edge at `url` is ready to serve its models. */
+export async function edgeReady(url: string, logs: TextLog[]): Promise<void> {
+  try {
+    await until(
+      "the edge to be ready",
+      async () => {
+        const res = await fetch(`${url}/readyz`);
+        await res.body?.cancel();
+        return res.status === 200;
+      },
+      60_000,
+      100,
+    );
+  } catch (err) {
+    throw new Error(`stack did not come up:\n${logs.map((l) => l.text).join("\n")}`, {
+      cause: err,
+    });
+  }
+}
+
+/**
+ * A TCP proxy from a local port to `target`. `cut()` freezes every connection through it (what
+ * is read is dropped, nothing is closed) and closes new ones at once; `heal()` ends the frozen
+ * connections and lets new ones through again.
+ */
+export class CutProxy implements Disposable {
+  readonly port = freePort();
+  readonly #listener: Deno.TcpListener;
+  readonly #target: Deno.ConnectOptions;
+  readonly #pairs = new Set<Deno.TcpConn[]>();
+  #healed = Promise.withResolvers<void>();
+  #cut = false;
+
+  constructor(target: Deno.ConnectOptions) {
+    this.#target = target;
+    this.#listener = Deno.listen({ hostname: "127.0.0.1", port: this.port });
+    void this.#accept();
+  }
+
+  /** The address nodes dial (`host:port`). */
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** Stops every byte through the proxy until {@linkcode heal}. */
+  cut(): void {
+    this.#cut = true;
+  }
+
+  /** Ends the connections the cut froze and lets new ones through. */
+  heal(): void {
+    this.#cut = false;
+    for (const pair of this.#pairs) for (const c of pair) closeQuietly(c);
+    this.#pairs.clear();
+    this.#healed.resolve();
+    this.#healed = Promise.withResolvers<void>();
+  }
+
+  async #accept(): Promise<void> {
+    for await (const inbound of this.#listener) {
+      if (this.#cut) {
+        closeQuietly(inbound);
+        continue;
+      }
+      void Deno.connect(this.#target).then((outbound) => {
+        const pair = [inbound, outbound];
+        this.#pairs.add(pair);
+        void this.#pump(inbound, outbound, pair);
+        void this.#pump(outbound, inbound, pair);
+      }, () => closeQuietly(inbound));
+    }
+  }
+
+  async #pump(from: Deno.TcpConn, to: Deno.TcpConn, pair: Deno.TcpConn[]): Promise<void> {
+    const buffer = new Uint8Array(64 * 1024);
+    try {
+      while (true) {
+        const n = await from.read(buffer);
+        if (n === null) break;
+        // Frozen: the bytes are lost, as on a dead network, and the peers hear nothing.
+        if (this.#cut) {
+          await this.#healed.promise;
+          break;
+        }
+        let written = 0;
+        while (written < n) written += await to.write(buffer.subarray(written, n));
+      }
+    } catch {
+      // The other side or heal() closed it.
+    }
+    this.#pairs.delete(pair);
+    for (const c of pair) closeQuietly(c);
+  }
+
+  [Symbol.dispose](): void {
+    this.#listener.close();
+    this.heal();
+  }
+}
+
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // Already closed.
+  }
+}
+
+/** The SSE `data:` payloads of an OpenAI stream body, `[DONE]` included. */
+export function sseData(text: string): string[] {
+  return text.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
+}
+
+/** The content a streamed chat completion delivered, joined in order. */
+export function streamedContent(text: string): string {
+  return sseData(text).filter((d) => d.startsWith("{")).map((d) =>
+    JSON.parse(d).choices?.[0]?.delta?.content ?? ""
+  ).join("");
+}
