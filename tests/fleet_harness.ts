@@ -154,6 +154,8 @@ export interface Fleet {
   project: string;
   edgeAUrl: string;
   edgeBUrl: string;
+  /** edge-a's standby (the same group config; serves node-a1 and node-a2 while edge-a is gone). */
+  edgeAStandbyUrl: string;
   cpUrl: string;
   /** Prometheus' UI and HTTP API. */
   prometheusUrl: string;
@@ -173,7 +175,13 @@ export async function startFleet(): Promise<Fleet> {
   // Imported only now: testcontainers reads its environment when first used.
   const { DockerComposeEnvironment, Wait } = await import("testcontainers");
   const project = `iop-fleet-test-${crypto.randomUUID().slice(0, 8)}`;
-  const ports = { a: freePort(), b: freePort(), cp: freePort(), prometheus: freePort() };
+  const ports = {
+    a: freePort(),
+    aStandby: freePort(),
+    b: freePort(),
+    cp: freePort(),
+    prometheus: freePort(),
+  };
   const composeArgs = ["compose", "-p", project, "-f", `${ROOT}/compose/fleet.yaml`];
   let env: StartedDockerComposeEnvironment | undefined;
   const down = async () => {
@@ -201,6 +209,7 @@ export async function startFleet(): Promise<Fleet> {
       .withEnvironment({
         IOP_IMAGE_TAG: IMAGE_TAG,
         IOP_FLEET_EDGE_A_PORT: String(ports.a),
+        IOP_FLEET_EDGE_A_STANDBY_PORT: String(ports.aStandby),
         IOP_FLEET_EDGE_B_PORT: String(ports.b),
         IOP_FLEET_CP_PORT: String(ports.cp),
         IOP_FLEET_PROMETHEUS_PORT: String(ports.prometheus),
@@ -222,6 +231,7 @@ export async function startFleet(): Promise<Fleet> {
     project,
     edgeAUrl: `http://127.0.0.1:${ports.a}`,
     edgeBUrl: `http://127.0.0.1:${ports.b}`,
+    edgeAStandbyUrl: `http://127.0.0.1:${ports.aStandby}`,
     cpUrl: `http://127.0.0.1:${ports.cp}`,
     prometheusUrl: `http://127.0.0.1:${ports.prometheus}`,
     containerId: (service) => started.getContainer(`${service}-1`).getId(),

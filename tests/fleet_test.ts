@@ -1,8 +1,9 @@
 /**
- * End-to-end fleet suite: compose/fleet.yaml (Control Plane, edge-a with node-a1 + node-a2,
- * edge-b with node-b1 + a fake Ollama) in real containers, driven through the published
- * loopback ports with the `openai` client, with faults made by the docker CLI: a node killed
- * mid-stream, an edge stopped, an edge cut off the Control Plane network, the Control Plane
+ * End-to-end fleet suite: compose/fleet.yaml (Control Plane, edge-a with node-a1 + node-a2 and
+ * its standby edge-a-standby, edge-b with node-b1 + a fake Ollama) in real containers, driven
+ * through the published loopback ports with the `openai` client, with faults made by the docker
+ * CLI: a node killed mid-stream, an edge stopped, the active edge killed (its nodes go to the
+ * standby and come back), an edge cut off the Control Plane network, the Control Plane
  * restarted. Needs a Docker engine and compose v2; without them the suite fails saying what to
  * install, unless IOP_SKIP_FLEET=1 opts out explicitly (CI never does).
  * @module
@@ -46,6 +47,9 @@ const EDGE_NODES: Record<string, string[]> = {
   "edge-a": ["node-a1", "node-a2"],
   "edge-b": ["node-b1"],
 };
+
+/** How often a node on the standby checks edge-a (`edge.failback_ms`, compose/config/node.yaml). */
+const FAILBACK_MS = 2_000;
 
 /** A service of `docker compose config --format json`, as far as the GPU test reads it. */
 interface ComposeService {
@@ -161,6 +165,12 @@ function untilNodeOnEdge(edgeUrl: string, nodeId: string, timeoutMs: number) {
   );
 }
 
+/** The ids of the nodes an edge's status shows connected, sorted. */
+async function connectedNodes(edgeUrl: string): Promise<string[]> {
+  const status = await getJson<{ nodes: EdgeNodeStatus[] }>(`${edgeUrl}/api/iop/status`);
+  return status.nodes.filter((n) => n.connected).map((n) => n.id).sort();
+}
+
 function seconds(since: number): string {
   return `${((performance.now() - since) / 1000).toFixed(1)} s`;
 }
@@ -183,15 +193,43 @@ Deno.test({
     try {
       results.push(
         await t.step(
-          "the fleet comes up and the Control Plane shows both edges with their nodes",
+          "the fleet comes up and the Control Plane shows both edges with their nodes, and " +
+            "edge-a's standby attached with none",
           async () => {
             await untilEdgeAttachedWithNodes(fleet, "edge-a", 60_000);
             await untilEdgeAttachedWithNodes(fleet, "edge-b", 60_000);
+            const standby = await until(
+              "edge-a-standby on the Control Plane",
+              async () => {
+                const view = await cpEdge(fleet, "edge-a-standby");
+                return view?.connected === true && view.status ? view : undefined;
+              },
+              60_000,
+              200,
+            );
+            // The standby knows group a's nodes; they are registered with edge-a, not with it.
+            assert.deepEqual(
+              (standby.status?.nodes ?? []).map((n) => [n.id, n.connected === true]).sort(),
+              [["node-a1", false], ["node-a2", false]],
+            );
+            // In the fleet report those nodes are `elsewhere` on the standby, not down, not twice.
+            const report = await getJson<{
+              nodes: { connected: number; known: number };
+              perEdge: { edgeId: string; health: string; nodes: { elsewhere: number } }[];
+            }>(`${fleet.cpUrl}/report`, FLEET_CP_READ);
+            const standbyLine = report.perEdge.find((e) => e.edgeId === "edge-a-standby");
+            assert.equal(standbyLine?.health, "healthy");
+            assert.equal(standbyLine?.nodes.elsewhere, 2);
+            assert.deepEqual(report.nodes, { connected: 3, known: 3 });
             const { edges } = await getJson<{ edges: EdgeView[] }>(
               `${fleet.cpUrl}/edges`,
               FLEET_CP_READ,
             );
-            assert.deepEqual(edges.map((e) => e.edgeId).sort(), ["edge-a", "edge-b"]);
+            assert.deepEqual(edges.map((e) => e.edgeId).sort(), [
+              "edge-a",
+              "edge-a-standby",
+              "edge-b",
+            ]);
             // An init, not Deno, is PID 1 of a node: it reaps what killed CLI process groups leave.
             const pid1 = await docker([
               "exec",
@@ -388,6 +426,69 @@ Deno.test({
             );
             const after = await streamChat(fleet.edgeAUrl, "chat", "back again");
             assert.match(after.text, /^back again/);
+          },
+        ),
+      );
+
+      results.push(
+        await t.step(
+          "edge-a killed: its standby answers within 10 s, and the nodes fail back once edge-a " +
+            "is back",
+          async () => {
+            // The nodes registered with edge-a now (both, unless an earlier step lost one).
+            const group = await connectedNodes(fleet.edgeAUrl);
+            assert.ok(group.length > 0, "edge-a has nodes to hand over");
+            assert.deepEqual(await connectedNodes(fleet.edgeAStandbyUrl), []);
+            await docker(["kill", fleet.containerId("edge-a")]);
+            const killedAt = performance.now();
+            try {
+              // Clients of group a now ask the standby; it answers once a node registered there.
+              const served = await until(
+                "an answer from edge-a-standby",
+                () => streamChat(fleet.edgeAStandbyUrl, "whoami", "from the standby"),
+                10_000,
+                100,
+              );
+              const answeredAfterMs = performance.now() - killedAt;
+              assert.match(servedBy(served.text) ?? "", /^node-a[12]$/, served.text);
+              assert.match(served.text, /from\s+the\s+standby/);
+              assert.ok(
+                answeredAfterMs < 10_000,
+                `the standby answered ${answeredAfterMs} ms after the kill`,
+              );
+              console.log(`edge-a killed: edge-a-standby answered ${seconds(killedAt)} after`);
+              await until(
+                "edge-a's nodes on the standby",
+                async () => (await connectedNodes(fleet.edgeAStandbyUrl)).join() === group.join(),
+                10_000,
+                100,
+              );
+            } finally {
+              await docker(["start", fleet.containerId("edge-a")]);
+            }
+            const restartedAt = performance.now();
+            // Idle nodes return within about one failback_ms of edge-a accepting connections.
+            await until(
+              "the nodes back on edge-a",
+              async () => (await connectedNodes(fleet.edgeAUrl)).join() === group.join(),
+              30_000 + FAILBACK_MS,
+              200,
+            );
+            console.log(`nodes failed back to edge-a ${seconds(restartedAt)} after docker start`);
+            await until(
+              "the standby to see the nodes gone",
+              async () => (await connectedNodes(fleet.edgeAStandbyUrl)).length === 0,
+              5_000,
+              100,
+            );
+            const after = await streamChat(fleet.edgeAUrl, "whoami", "back on edge-a");
+            assert.match(servedBy(after.text) ?? "", /^node-a[12]$/, after.text);
+            await until(
+              "edge-a attached to the Control Plane",
+              async () => (await cpEdge(fleet, "edge-a"))?.connected === true,
+              30_000,
+              200,
+            );
           },
         ),
       );

@@ -13,12 +13,20 @@ const SHARES_LISTED = 50;
 /** One edge's line in the fleet report. */
 export interface EdgeReport {
   edgeId: string;
-  /** healthy: attached and every known node connected; degraded: attached, some node down. */
+  /**
+   * healthy: attached and every known node connected here or `elsewhere`; degraded: attached,
+   * some node down.
+   */
   health: "healthy" | "degraded" | "disconnected";
   version: string;
   labels: Record<string, string>;
   lastSeenMs: number;
-  nodes: { connected: number; known: number; draining: number };
+  /**
+   * `elsewhere`: known nodes not connected here but to another attached edge, as a standby edge
+   * sees the nodes of its active edge (the same node ids); they count as neither down here nor
+   * twice in the fleet totals.
+   */
+  nodes: { connected: number; known: number; draining: number; elsewhere: number };
   providers: { id: string; node: string; target: string; inFlight: number; queued: number }[];
   agents: { id: string; state: string; detail: string }[];
   runsInFlight: number;
@@ -62,13 +70,24 @@ export function buildFleetReport(
   const perEdge = views.map((v): EdgeReport => {
     const nodes = v.status?.nodes ?? [];
     const connected = nodes.filter((n) => n.connected).length;
+    const elsewhere = nodes.filter((n) => !n.connected && connectedOnOther(views, v, n.id))
+      .length;
     return {
       edgeId: v.edgeId,
-      health: !v.connected ? "disconnected" : connected < nodes.length ? "degraded" : "healthy",
+      health: !v.connected
+        ? "disconnected"
+        : connected + elsewhere < nodes.length
+        ? "degraded"
+        : "healthy",
       version: v.version,
       labels: { ...v.labels },
       lastSeenMs: Number(v.lastSeenMs),
-      nodes: { connected, known: nodes.length, draining: nodes.filter((n) => n.draining).length },
+      nodes: {
+        connected,
+        known: nodes.length,
+        draining: nodes.filter((n) => n.draining).length,
+        elsewhere,
+      },
       providers: nodes.flatMap((n) =>
         n.resources.filter((r) => r.kind === "provider").map((r) => ({
           id: r.id,
@@ -89,13 +108,20 @@ export function buildFleetReport(
     edges: { connected: views.filter((v) => v.connected).length, known: views.length },
     nodes: {
       connected: perEdge.reduce((n, e) => n + e.nodes.connected, 0),
-      known: perEdge.reduce((n, e) => n + e.nodes.known, 0),
+      known: perEdge.reduce((n, e) => n + e.nodes.known - e.nodes.elsewhere, 0),
     },
     runsInFlight: perEdge.reduce((n, e) => n + e.runsInFlight, 0),
     agents,
     perEdge,
     commands: commandsReport(records),
   };
+}
+
+/** True when an attached edge other than `self` shows node `id` connected (a standby's case). */
+function connectedOnOther(views: readonly EdgeView[], self: EdgeView, id: string): boolean {
+  return views.some((v) =>
+    v !== self && v.connected && (v.status?.nodes ?? []).some((n) => n.id === id && n.connected)
+  );
 }
 
 function commandsReport(records: readonly AuditRecord[]): CommandsReport {
