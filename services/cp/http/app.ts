@@ -31,6 +31,7 @@ import type { AuditLog } from "../ports.ts";
 import type { EdgeRegistry } from "../registry.ts";
 import { buildFleetReport } from "../report.ts";
 import { serveClientSocket } from "./client_socket.ts";
+import type { PushFlowOptions } from "./socket_flow.ts";
 import { commandJson, messageJson } from "./json.ts";
 import { RefreshLimiter, type RefreshOutcome } from "../refresh_limiter.ts";
 import { accessGuard, type CpEnv } from "./access.ts";
@@ -49,6 +50,8 @@ export interface CpHttpDeps {
   series?: SeriesStore;
   /** Clock of the refresh rate limit; defaults to Date.now. */
   now?: () => number;
+  /** Bounds of what `/client` sockets hold for slow clients; defaults to DEFAULT_PUSH_FLOW. */
+  clientFlow?: PushFlowOptions;
 }
 
 /** Fleet-wide status refreshes, rate-limited; shared by the HTTP routes and `/client`. */

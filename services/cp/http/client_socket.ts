@@ -13,6 +13,12 @@
  * `access.client_auth_timeout_ms`, closes the socket with code {@linkcode CLOSE_UNAUTHENTICATED}
  * and a reason saying which. Commands need the operate role (else a PERMISSION_DENIED error) and
  * are audited under the token's name, whatever the message's `actor` says.
+ *
+ * Slow clients (`socket_flow.ts`): while a socket has more than `clientFlow.maxBufferedBytes`
+ * unsent, nothing more is sent to it; pushes are coalesced to the newest state per edge and per
+ * command share (and the newest relayed events), and go out once it drains. A client that stays
+ * above the bound for `clientFlow.stallTimeoutMs` is closed with code
+ * {@linkcode CLOSE_SLOW_CLIENT} and a reason.
  * @module
  */
 import {
@@ -26,13 +32,16 @@ import {
 import {
   type ClientEnvelope,
   ClientEnvelopeSchema,
+  type CommandUpdate,
   EdgeSelectorSchema,
+  type FleetEvent,
   FleetStatusSchema,
 } from "../../../proto/gen/iop/v1/control_pb.ts";
 import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
 import type { CpHttpDeps, FleetRefresher } from "./app.ts";
 import { bearerToken, matchAccessToken, type Principal, roleAllows } from "../access.ts";
 import { originAllowed, PERMISSION_DENIED } from "./access.ts";
+import { CLOSE_SLOW_CLIENT, DEFAULT_PUSH_FLOW, PushFlow } from "./socket_flow.ts";
 
 /** Largest accepted client message. */
 export const MAX_CLIENT_MESSAGE_BYTES = 256 * 1024;
@@ -85,11 +94,17 @@ class ClientSession {
   #hello: { name: string } | undefined;
   #authTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #unsubscribe: (() => void)[] = [];
+  readonly #flow: PushFlow;
 
   constructor(socket: WebSocket, deps: ClientSocketDeps, principal: Principal | undefined) {
     this.#socket = socket;
     this.#deps = deps;
     this.#principal = principal;
+    this.#flow = new PushFlow(
+      socket,
+      deps.clientFlow ?? DEFAULT_PUSH_FLOW,
+      (reason) => this.#cutOff(reason),
+    );
     const timeoutMs = deps.config.access.clientAuthTimeoutMs;
     // A bearer token on the upgrade already authenticated the socket.
     if (!principal) {
@@ -120,7 +135,7 @@ class ClientSession {
     try {
       await this.#handle(envelope);
     } catch (err) {
-      this.#send(id, { case: "error", value: wireError(toIopError(err)) });
+      this.#answer(id, { case: "error", value: wireError(toIopError(err)) });
     }
   }
 
@@ -178,7 +193,7 @@ class ClientSession {
         }
         this.#hello = { name: msg.value.clientName || "client" };
         this.#stopAuthTimer();
-        this.#send(id, {
+        this.#answer(id, {
           case: "helloAck",
           value: {
             controlPlaneId: config.controlPlane.id,
@@ -191,14 +206,21 @@ class ClientSession {
       case "subscribe":
         if (this.#unsubscribe.length > 0) return;
         this.#unsubscribe.push(
-          registry.subscribe((event) => this.#send(0n, { case: "event", value: event })),
-          commands.subscribe((update) => this.#send(0n, { case: "commandUpdate", value: update })),
+          registry.subscribe((event) =>
+            this.#flow.push(() => this.#send(0n, { case: "event", value: event }), eventKey(event))
+          ),
+          commands.subscribe((update) =>
+            this.#flow.push(
+              () => this.#send(0n, { case: "commandUpdate", value: update }),
+              updateKey(update),
+            )
+          ),
         );
         return;
       case "statusRequest": {
         // Rate-limited: within the interval this serves the last refresh's snapshots.
         if (msg.value.refresh) await this.#deps.refresh.fleet();
-        this.#send(id, {
+        this.#answer(id, {
           case: "status",
           value: create(FleetStatusSchema, { edges: registry.list() }),
         });
@@ -207,7 +229,7 @@ class ClientSession {
       case "submitCommand": {
         const principal = this.#principal!;
         if (!roleAllows(principal.role, "operate")) {
-          this.#send(id, {
+          this.#answer(id, {
             case: "error",
             value: {
               code: PERMISSION_DENIED,
@@ -226,7 +248,7 @@ class ClientSession {
           actor: principal.name,
           via: "client",
         });
-        this.#send(id, {
+        this.#answer(id, {
           case: "commandAccepted",
           value: { commandId: command.commandId, edgeIds: [...command.edges.keys()] },
         });
@@ -245,6 +267,12 @@ class ClientSession {
     }
   }
 
+  /** Answers a request of the client, after anything held back for it. */
+  #answer(correlationId: bigint, msg: Msg): void {
+    this.#flow.answer(() => this.#send(correlationId, msg));
+  }
+
+  /** Sends at once, whatever the socket holds (the flow calls it when it may). */
   #send(correlationId: bigint, msg: Msg): void {
     if (this.#socket.readyState !== WebSocket.OPEN) return;
     const envelope = create(ClientEnvelopeSchema, { correlationId, msg });
@@ -260,10 +288,35 @@ class ClientSession {
     this.#authTimer = undefined;
   }
 
+  /** The client reads too slowly: no more pushes, and the socket is closed saying why. */
+  #cutOff(reason: string): void {
+    this.#deps.logger.warn("client socket closed: the client reads too slowly", {
+      client: this.#hello?.name ?? "",
+      reason,
+    });
+    this.#close();
+    // The close frame queues behind what the client has not read; it sees why when it does.
+    this.#socket.close(CLOSE_SLOW_CLIENT, reason);
+  }
+
   #close(): void {
     this.#stopAuthTimer();
+    this.#flow.stop();
     for (const off of this.#unsubscribe.splice(0)) off();
   }
+}
+
+/** The coalescing key of a fleet event: the newest link and status per edge; none for others. */
+function eventKey(event: FleetEvent): string | undefined {
+  const kind = event.event.case;
+  return kind === "link" || kind === "status" ? `${kind}:${event.edgeId}` : undefined;
+}
+
+/** The coalescing key of a command update: the newest result per share; none for progress. */
+function updateKey(update: CommandUpdate): string | undefined {
+  return update.update.case === "result"
+    ? `result:${update.commandId}:${update.edgeId}`
+    : undefined;
 }
 
 /**

@@ -107,7 +107,10 @@ function connect() {
       );
       return;
     }
-    $("#link").textContent = "disconnected, retrying…";
+    // A reason (e.g. a socket closed for reading too slowly) says why it dropped.
+    $("#link").textContent = e.reason
+      ? `disconnected (${e.reason}), retrying…`
+      : "disconnected, retrying…";
     setTimeout(connect, 1000);
   };
 }

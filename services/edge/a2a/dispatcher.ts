@@ -4,7 +4,13 @@
  * params), picks the dialect by method name (1.0 `SendMessage`… or 0.3 `message/send`…; the
  * names never overlap, so a request without `A2A-Version` is answered in 0.3 only when it uses
  * 0.3 names), and answers streams as SSE whose `data:` lines carry the request's id. Every
- * task lookup is scoped to the agent and the calling tenant. A send answers only once its run
+ * task lookup is scoped to the agent and the calling tenant.
+ *
+ * Streams are bounded (`sse_stream.ts`): while the client of the stream that started a task
+ * reads nothing, the task's run is paused (the node stops producing) and, after
+ * `runs.stall_timeout_ms`, cancelled by the Edge as on every surface; a resubscriber that falls
+ * more than the task manager's `streamBufferBytes` behind gets a final -32000 error event
+ * (`data.reason: "slow_consumer"`) and its stream closes, while the task goes on. A send answers only once its run
  * was admitted, so a refusal (-32000 Overloaded) comes back as HTTP 429 with `Retry-After`
  * instead of as a task that fails.
  * @module
@@ -17,8 +23,9 @@ import { V1_DIALECT } from "./codec_v1.ts";
 import type { Dialect } from "./dialect.ts";
 import { isObject } from "./params.ts";
 import { A2aRpcError, invalidParams, RPC_CODE, taskNotFound } from "./rpc_error.ts";
+import { BoundedSse, SSE_HIGH_WATER_BYTES } from "./sse_stream.ts";
 import type { A2aTaskManager, TaskScope, TaskWatch } from "./task_manager.ts";
-import { withHistory } from "./task_model.ts";
+import { isFinalState, type TaskUpdate, withHistory } from "./task_model.ts";
 
 /** What the endpoint needs. */
 export interface RpcContext {
@@ -27,6 +34,17 @@ export interface RpcContext {
   caller: TenantRecord;
   tasks: A2aTaskManager;
   logger: Logger;
+  /**
+   * How long a stream may stay full (its client reading nothing) before it is cut off: the
+   * Edge's `runs.stall_timeout_ms`; 0 = never.
+   */
+  stallTimeoutMs: number;
+  /**
+   * The node's flow-control window (`runs.window_bytes`): the stream that started a task may
+   * hold this much more (four times, for JSON's escapes), as the node may still send up to a
+   * window after the run was paused.
+   */
+  windowBytes: number;
 }
 
 type RpcId = string | number | null;
@@ -127,14 +145,14 @@ async function dispatch(
     case "stream": {
       const send = dialect.decodeSend(params);
       const started = tasks.start(agent, send.message, tenant);
-      const watch = tasks.watch(scope, started.task.id)!;
+      const watch = tasks.watch(scope, started.task.id, { drivesRun: true })!;
       try {
         await started.admitted;
       } catch (err) {
         watch.close();
         throw err;
       }
-      return sse(dialect, id, watch);
+      return sse(dialect, id, watch, ctx, true);
     }
     case "get": {
       const q = dialect.decodeTaskQuery(params);
@@ -152,7 +170,7 @@ async function dispatch(
       const q = dialect.decodeTaskId(params);
       const watch = tasks.watch(scope, q.id);
       if (!watch) throw taskNotFound(q.id);
-      return sse(dialect, id, watch);
+      return sse(dialect, id, watch, ctx, false);
     }
     case "push_config":
       throw new A2aRpcError(
@@ -164,42 +182,73 @@ async function dispatch(
   }
 }
 
-function sse(dialect: Dialect, id: RpcId, watch: TaskWatch): Response {
+/** The SSE answer of a stream: the task as it stands, then its updates up to a final state. */
+function sse(
+  dialect: Dialect,
+  id: RpcId,
+  watch: TaskWatch,
+  ctx: RpcContext,
+  drivesRun: boolean,
+): Response {
   const encoder = new TextEncoder();
-  const frame = (result: unknown) =>
-    encoder.encode(`data: ${JSON.stringify({ jsonrpc: "2.0", id, result })}\n\n`);
-  const body = new ReadableStream<Uint8Array>({
-    async start(controller) {
-      try {
-        controller.enqueue(frame(dialect.encodeStreamTask(watch.snapshot)));
-        let sawFinal = false;
-        for await (const update of watch.updates) {
-          controller.enqueue(frame(dialect.encodeStreamUpdate(update)));
-          if (update.kind === "status" && update.final) sawFinal = true;
-        }
-        const { snapshot } = watch;
-        if (!sawFinal && dialect.version === "0.3") {
-          // A 0.3 client waits for `final: true`; a task already finished still sends one.
-          controller.enqueue(frame(dialect.encodeStreamUpdate({
-            kind: "status",
-            taskId: snapshot.id,
-            contextId: snapshot.contextId,
-            status: snapshot.status,
-            final: true,
-          })));
-        }
-        controller.close();
-      } catch {
-        // The client went away; the task runs on.
-      } finally {
-        watch.close();
+  const frame = (body: Record<string, unknown>) =>
+    encoder.encode(`data: ${JSON.stringify({ jsonrpc: "2.0", id, ...body })}\n\n`);
+  const update = (u: TaskUpdate) => frame({ result: dialect.encodeStreamUpdate(u) });
+  const { snapshot } = watch;
+  const log = ctx.logger.with({ agent_id: ctx.agent.id, task_id: snapshot.id });
+  const maxBufferedBytes = ctx.tasks.streamBufferBytes + (drivesRun ? 4 * ctx.windowBytes : 0);
+  const stream = new BoundedSse({
+    highWaterBytes: SSE_HIGH_WATER_BYTES,
+    maxBufferedBytes,
+    stallTimeoutMs: ctx.stallTimeoutMs,
+  }, {
+    onFull: (full) => watch.setReaderPaused(full),
+    lagFrame: (maxBytes) =>
+      frame({
+        error: {
+          code: RPC_CODE.OVERLOADED,
+          message: `Overloaded: this stream fell more than ${maxBytes} bytes behind task ` +
+            `'${snapshot.id}' and was closed; the task goes on: get it, or subscribe to it again`,
+          data: { reason: "slow_consumer", taskId: snapshot.id, maxBufferedBytes: maxBytes },
+        },
+      }),
+    onDetach: (reason) => {
+      // A stalled stream leaves its run paused: the Edge cancels the run once it has been
+      // paused for runs.stall_timeout_ms, as on every surface, and the task says why.
+      if (reason !== "stalled") watch.setReaderPaused(false);
+      watch.close();
+      if (reason === "stalled") {
+        log.warn("a2a stream cut off: its client read nothing", {
+          stall_timeout_ms: ctx.stallTimeoutMs,
+        });
+      } else if (reason === "lagged") {
+        log.warn("a2a stream cut off: its client fell too far behind", {
+          max_buffered_bytes: maxBufferedBytes,
+        });
       }
     },
-    cancel() {
-      watch.close();
-    },
   });
-  return new Response(body, {
+  stream.send(frame({ result: dialect.encodeStreamTask(snapshot) }));
+  if (isFinalState(snapshot.status.state)) {
+    // A 0.3 client waits for `final: true`; a task already finished still sends one.
+    stream.end(
+      dialect.version === "0.3"
+        ? update({
+          kind: "status",
+          taskId: snapshot.id,
+          contextId: snapshot.contextId,
+          status: snapshot.status,
+          final: true,
+        })
+        : undefined,
+    );
+  } else {
+    watch.updates.subscribe((u) => {
+      if (u.kind === "status" && u.final) stream.end(update(u));
+      else stream.send(update(u));
+    });
+  }
+  return new Response(stream.body, {
     headers: {
       "Content-Type": "text/event-stream",
       "Cache-Control": "no-cache",

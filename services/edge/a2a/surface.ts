@@ -79,6 +79,8 @@ export function createA2aSurface(options: A2aSurfaceOptions): A2aSurface {
         caller,
         tasks: options.tasks,
         logger: options.logger,
+        stallTimeoutMs: options.config().runs.stallTimeoutMs,
+        windowBytes: options.config().runs.windowBytes,
       });
     },
   };

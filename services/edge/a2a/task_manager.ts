@@ -22,9 +22,15 @@
  * Bounds: the tenant's limits are checked (`service.tenants.admit`) before a task is created,
  * and the run holds the lease until it ends. At most `maxTasks` tasks are kept: when full, the
  * oldest finished ones are dropped first, running ones never; a store full of unfinished tasks
- * refuses new ones. A task keeps at most `maxTaskBytes` of output (`task_output.ts`). A run
- * refused at admission (tenant over a limit, CLI profile or pool queue full) answers the send
- * with a -32000 Overloaded error (HTTP 429) instead of leaving a failed task behind.
+ * refuses new ones. A task keeps at most `maxTaskBytes` of output (`task_output.ts`); its log
+ * lines only ever replace its status message. A run refused at admission (tenant over a limit,
+ * CLI profile or pool queue full) answers the send with a -32000 Overloaded error (HTTP 429)
+ * instead of leaving a failed task behind.
+ *
+ * Flow control: the watch of the stream that started a task (`drivesRun`) may pause the task's
+ * run while its client does not read ({@linkcode TaskWatch.setReaderPaused}), so the node stops
+ * producing; other watches never hold the run back. A stream holds at most `streamBufferBytes`
+ * (`sse_stream.ts`).
  * @module
  */
 import { AsyncQueue } from "../../../shared/async_queue.ts";
@@ -38,6 +44,7 @@ import { holdLease, type TenantLease, TenantLimitError } from "../tenants/limite
 import type { TenantRecord } from "../tenants/tenant.ts";
 import type { ListParams, TaskPage } from "./dialect.ts";
 import { A2aRpcError, invalidParams, overloaded, RPC_CODE, taskNotFound } from "./rpc_error.ts";
+import { DEFAULT_STREAM_BUFFER_BYTES } from "./sse_stream.ts";
 import { oldestFinished, pageOf } from "./task_page.ts";
 import { type OutputBudget, takeOutput } from "./task_output.ts";
 import type { A2aTaskStore } from "./task_store.ts";
@@ -99,6 +106,11 @@ export interface TaskManagerOptions {
   maxTasks?: number;
   /** Output bytes a task keeps; defaults to {@linkcode DEFAULT_MAX_TASK_BYTES}. */
   maxTaskBytes?: number;
+  /**
+   * Bytes one stream subscriber may fall behind before it is cut off with an error event;
+   * defaults to {@linkcode DEFAULT_STREAM_BUFFER_BYTES}.
+   */
+  streamBufferBytes?: number;
   /** Defaults to Date.now. */
   now?: () => number;
 }
@@ -106,9 +118,24 @@ export interface TaskManagerOptions {
 /** A live view of one task: its state now, then every update until a final state. */
 export interface TaskWatch {
   snapshot: A2aTask;
-  updates: AsyncIterable<TaskUpdate>;
+  /** Iterate it, or `subscribe` to be handed each update synchronously. */
+  updates: AsyncQueue<TaskUpdate>;
   /** Stops delivering updates (the client went away). */
   close(): void;
+  /**
+   * Says whether the watch's client is keeping up. Only a watch made with `drivesRun` passes it
+   * on to the task's run (now, or once the run is dispatched); on any other it does nothing.
+   */
+  setReaderPaused(paused: boolean): void;
+}
+
+/** Options of {@linkcode A2aTaskManager.watch}. */
+export interface WatchOptions {
+  /**
+   * The watch is the stream that started the task: while its client does not read, it may
+   * pause the task's run ({@linkcode TaskWatch.setReaderPaused}).
+   */
+  drivesRun?: boolean;
 }
 
 interface Live {
@@ -120,6 +147,10 @@ interface Live {
   settled: PromiseWithResolvers<void>;
   /** False until the task's run was admitted; only then is it stored. */
   accepted: boolean;
+  /** The task's run once dispatched. */
+  handle: RunHandle | undefined;
+  /** True while the stream that started the task has its client not reading. */
+  readerPaused: boolean;
 }
 
 /** What {@linkcode A2aTaskManager.start} hands its run. */
@@ -142,6 +173,7 @@ export class A2aTaskManager {
   readonly #now: () => number;
   readonly #maxTasks: number;
   readonly #maxTaskBytes: number;
+  readonly #streamBufferBytes: number;
   readonly #sweeper: ReturnType<typeof setInterval>;
 
   constructor(options: TaskManagerOptions) {
@@ -149,6 +181,7 @@ export class A2aTaskManager {
     this.#now = options.now ?? Date.now;
     this.#maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS;
     this.#maxTaskBytes = options.maxTaskBytes ?? DEFAULT_MAX_TASK_BYTES;
+    this.#streamBufferBytes = options.streamBufferBytes ?? DEFAULT_STREAM_BUFFER_BYTES;
     this.#sweeper = setInterval(() => this.sweep(), Math.min(options.retentionMs, 60_000));
     Deno.unrefTimer(Number(this.#sweeper));
   }
@@ -261,15 +294,26 @@ export class A2aTaskManager {
     return structuredClone(live.task);
   }
 
+  /** Bytes one stream subscriber may fall behind before it is cut off. */
+  get streamBufferBytes(): number {
+    return this.#streamBufferBytes;
+  }
+
   /** The task as it stands plus its updates until a final state; undefined for unknown ids. */
-  watch(scope: TaskScope, id: string): TaskWatch | undefined {
+  watch(scope: TaskScope, id: string, options: WatchOptions = {}): TaskWatch | undefined {
     const live = this.#find(scope, id);
     if (!live) return undefined;
     const queue = new AsyncQueue<TaskUpdate>();
     const snapshot = structuredClone(live.task);
+    const setReaderPaused = options.drivesRun
+      ? (paused: boolean) => {
+        live.readerPaused = paused;
+        live.handle?.setReaderPaused(paused);
+      }
+      : () => {};
     if (isFinalState(snapshot.status.state)) {
       queue.end();
-      return { snapshot, updates: queue, close: () => {} };
+      return { snapshot, updates: queue, close: () => {}, setReaderPaused: () => {} };
     }
     const listener = (update: TaskUpdate) => {
       queue.push(structuredClone(update));
@@ -280,7 +324,7 @@ export class A2aTaskManager {
       queue.end();
     };
     live.listeners.add(listener);
-    return { snapshot, updates: queue, close };
+    return { snapshot, updates: queue, close, setReaderPaused };
   }
 
   /** A page of the tasks of `scope`, most recently changed first. */
@@ -396,6 +440,8 @@ export class A2aTaskManager {
       cancelReason: undefined,
       settled: Promise.withResolvers(),
       accepted,
+      handle: undefined,
+      readerPaused: false,
     };
     this.#tasks.set(task.id, live);
     return live;
@@ -467,12 +513,16 @@ export class A2aTaskManager {
       return;
     }
     this.#accept(live, admission);
+    live.handle = handle;
+    // The stream that started the task may have filled up before its run was dispatched.
+    if (live.readerPaused) handle.setReaderPaused(true);
     task.runId = handle.runId;
     task.metadata = { iopRunId: handle.runId, iopNodeId: handle.nodeId, iopSessionId: sessionId };
     if (live.cancelReason !== undefined) handle.cancel(live.cancelReason);
     else this.#status(live, { state: "working", timestampMs: this.#now() }, true);
     log.debug("a2a task running", { run_id: handle.runId, node_id: handle.nodeId });
     for await (const event of handle.events()) this.#onRunEvent(live, event);
+    live.handle = undefined; // a finished task keeps no run
   }
 
   /** The task is taken (its run dispatched, waiting, or failed): store it and let the send answer. */

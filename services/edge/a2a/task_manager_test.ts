@@ -469,3 +469,23 @@ Deno.test("output beyond maxTaskBytes is cut with a marker and the task still co
   }
   assert.equal(streamed, part.text, "the stream carried the same cut output");
 });
+
+Deno.test("only the watch that drives a task pauses its run, even when it paused before dispatch", async () => {
+  const runs = new Runs();
+  using m = manager(runs);
+  const { task, admitted } = m.tasks.start(agent, message("go"), asAlpha);
+  const driver = m.tasks.watch(alphaEcho, task.id, { drivesRun: true })!;
+  const follower = m.tasks.watch(alphaEcho, task.id)!;
+  driver.setReaderPaused(true);
+  const run = await runs.nextRun();
+  await admitted;
+  assert.equal(run.readerPaused, true, "the pause made before dispatch reached the run");
+  follower.setReaderPaused(false);
+  assert.equal(run.readerPaused, true, "a follower does not hold the run or release it");
+  driver.setReaderPaused(false);
+  assert.equal(run.readerPaused, false);
+  follower.setReaderPaused(true);
+  assert.equal(run.readerPaused, false);
+  runs.emit(run, { type: "completed", finishReason: "stop", exitCode: 0 });
+  await m.tasks.settled(alphaEcho, task.id);
+});
