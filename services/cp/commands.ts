@@ -4,7 +4,8 @@
  * accepted and when it ends. A share it could not send (edge unknown or not connected) fails;
  * a share it cannot know (no answer by the deadline plus grace, or the link lost while it ran)
  * is `unknown`, never retryable. A late answer for an unknown share replaces it, in memory and
- * in the audit, marked late with when it was learned.
+ * in the audit, marked late with when it was learned. A stopping Control Plane refuses new
+ * commands, waits for the shares in flight (`drain.ts`) and settles the rest as unknown.
  * @module
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -109,6 +110,10 @@ export class CommandCenter {
   readonly #options: CommandCenterOptions;
   readonly #now: () => number;
   readonly #setTimer: (fire: () => void, ms: number) => () => void;
+  /** Why submissions are refused once the Control Plane stops; undefined while it takes them. */
+  #refusal: string | undefined;
+  /** Resolved, and emptied, each time a share gets its result: see {@linkcode nextShareEnd}. */
+  #shareEndWaiters: (() => void)[] = [];
 
   constructor(options: CommandCenterOptions) {
     this.#options = options;
@@ -130,6 +135,7 @@ export class CommandCenter {
    * command or a selector that matches no edge.
    */
   submit(submission: CommandSubmission): FleetCommand {
+    if (this.#refusal !== undefined) throw new IopError("UNAVAILABLE", this.#refusal);
     const kind = submission.command.kind;
     if (kind.case === undefined) {
       throw new IopError("INVALID_ARGUMENT", "Cannot submit a command without a kind");
@@ -311,6 +317,52 @@ export class CommandCenter {
     }
   }
 
+  /**
+   * Refuses every later submission with UNAVAILABLE and `message` (the Control Plane stops);
+   * commands already accepted go on, and their results are still taken.
+   */
+  refuseNew(message: string): void {
+    this.#refusal = message;
+  }
+
+  /** True once {@linkcode refuseNew} was called. */
+  get refusing(): boolean {
+    return this.#refusal !== undefined;
+  }
+
+  /** The shares still waiting for their edge's result, and how many commands they make. */
+  inFlight(): { commands: number; shares: number } {
+    let commands = 0;
+    let shares = 0;
+    for (const command of this.#commands.values()) {
+      const running = [...command.edges.values()].filter((s) => s.status === "running").length;
+      if (running > 0) commands++;
+      shares += running;
+    }
+    return { commands, shares };
+  }
+
+  /** Resolves when the next share gets a result, its edge's or one made here. */
+  nextShareEnd(): Promise<void> {
+    return new Promise((resolve) => this.#shareEndWaiters.push(resolve));
+  }
+
+  /**
+   * Records every share still running as unknown with `message`, with its audit row, as the
+   * Control Plane stops before their results came; returns how many there were.
+   */
+  settleRunning(message: string): number {
+    let settled = 0;
+    for (const command of [...this.#commands.values()]) {
+      for (const [edgeId, state] of command.edges) {
+        if (state.status !== "running") continue;
+        this.#unknown(command, edgeId, "UNAVAILABLE", message);
+        settled++;
+      }
+    }
+    return settled;
+  }
+
   /** Stops every deadline timer (at shutdown). */
   close(): void {
     for (const cancel of this.#timers.values()) cancel();
@@ -375,6 +427,7 @@ export class CommandCenter {
     const key = `${command.commandId}/${edgeId}`;
     this.#timers.get(key)?.();
     this.#timers.delete(key);
+    for (const wake of this.#shareEndWaiters.splice(0)) wake();
     this.#emit({
       commandId: command.commandId,
       edgeId,

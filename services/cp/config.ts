@@ -62,7 +62,16 @@ export interface CpConfig {
    * edge for its status and keeps one sample per edge for `window_ms` (default 15 minutes).
    */
   series: { sampleIntervalMs: number; windowMs: number };
+  /**
+   * `drain_timeout_ms`: how long a stopping Control Plane waits for the results of fleet
+   * commands in flight (taking no new command meanwhile) before it records the shares still
+   * running as unknown (0 does not wait).
+   */
+  shutdown: { drainTimeoutMs: number };
 }
+
+/** Longest `shutdown.drain_timeout_ms`: a day. */
+export const MAX_DRAIN_TIMEOUT_MS = 86_400_000;
 
 /** One edge the Control Plane admits: its id and the credential that proves it. */
 export interface EdgeGrant {
@@ -100,6 +109,7 @@ export const CP_ENV: readonly EnvOverride[] = [
     type: "number",
   },
   { env: "IOP_CP_AUDIT_PATH", path: "audit.path", type: "string" },
+  { env: "IOP_CP_SHUTDOWN_DRAIN_TIMEOUT_MS", path: "shutdown.drain_timeout_ms", type: "number" },
 ];
 
 /** Loads and validates the config file with environment overrides. */
@@ -159,6 +169,7 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
   const registry = root.section("registry");
   const commands = root.section("commands");
   const series = root.section("series");
+  const shutdown = root.section("shutdown");
   const sampleIntervalMs = series.number("sample_interval_ms", 5_000, { min: 100 });
   const id = cp.nonEmpty("id", "cp-local");
   return {
@@ -192,6 +203,12 @@ export function parseCpConfig(raw: unknown, file: string): CpConfig {
     series: {
       sampleIntervalMs,
       windowMs: series.number("window_ms", 900_000, { min: sampleIntervalMs, max: 86_400_000 }),
+    },
+    shutdown: {
+      drainTimeoutMs: shutdown.number("drain_timeout_ms", 20_000, {
+        min: 0,
+        max: MAX_DRAIN_TIMEOUT_MS,
+      }),
     },
   };
 }

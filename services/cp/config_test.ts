@@ -347,3 +347,22 @@ Deno.test("series defaults to a 5 s sample over 15 minutes and refuses a window 
   );
   rejects({ series: { sample_interval_ms: 10 } }, "series.sample_interval_ms", /100/);
 });
+
+Deno.test("shutdown.drain_timeout_ms defaults to 20 s, takes 0 to a day and IOP_CP_SHUTDOWN_DRAIN_TIMEOUT_MS", async () => {
+  assert.deepEqual(parseCpConfig({}, "cp.yaml").shutdown, { drainTimeoutMs: 20_000 });
+  assert.equal(
+    parseCpConfig({ shutdown: { drain_timeout_ms: 0 } }, "cp.yaml").shutdown.drainTimeoutMs,
+    0,
+  );
+  rejects({ shutdown: { drain_timeout_ms: -1 } }, "shutdown.drain_timeout_ms", /at least 0/);
+  rejects(
+    { shutdown: { drain_timeout_ms: 86_400_001 } },
+    "shutdown.drain_timeout_ms",
+    /at most 86400000/,
+  );
+  const config = await loadCpConfig(
+    "deploy/config/cp.yaml",
+    (n) => n === "IOP_CP_SHUTDOWN_DRAIN_TIMEOUT_MS" ? "1500" : undefined,
+  );
+  assert.equal(config.shutdown.drainTimeoutMs, 1_500);
+});

@@ -1,6 +1,8 @@
 /**
  * Starts the Control Plane: reads its config and serves the edge wire, the HTTP API, the
  * `/client` WebSocket and the dashboard. Usage: `deno task cp [--config deploy/config/cp.yaml]`.
+ * On SIGTERM or SIGINT it drains its fleet commands (`drain.ts`), closes its listeners, links and
+ * audit file, and exits 0.
  * @module
  */
 import { configPathFromArgs } from "../../shared/config.ts";
@@ -10,6 +12,7 @@ import { setUpTracing, shutdownTracing } from "../../shared/tracing.ts";
 import { IOP_VERSION } from "../../shared/version.ts";
 import { loadCpConfig } from "./config.ts";
 import { startControlPlane } from "./control_plane.ts";
+import { drainCommands } from "./drain.ts";
 
 const logger = createLogger("cp");
 const file = configPathFromArgs(Deno.args, "deploy/config/cp.yaml");
@@ -30,15 +33,47 @@ const cp = await startControlPlane(config, { logger }).catch((err) =>
   )
 );
 
-let stopping = false;
-const shutdown = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
+// A stop signal drains (drain.ts): no new command, those in flight get their results for up to
+// shutdown.drain_timeout_ms over the still open edge wire, then the rest are recorded unknown.
+// A second signal during the drain ends the wait at once; one after it exits at once.
+let stopping: AbortController | undefined;
+let drained = false;
+const onSignal = (signal: string) => {
+  if (!stopping) {
+    stopping = new AbortController();
+    shutdown(signal, stopping.signal).catch((err) => {
+      logger.error("control plane cannot stop cleanly; exiting", { err });
+      Deno.exit(1);
+    });
+    return;
+  }
+  if (!drained && !stopping.signal.aborted) {
+    logger.warn("control plane stopping at once: signal received again during the drain", {
+      signal,
+      shares_left: cp.commands.inFlight().shares,
+    });
+    stopping.abort();
+    return;
+  }
+  logger.warn("control plane exiting at once: signal received again while it stops", { signal });
+  Deno.exit(1);
+};
+
+const shutdown = async (signal: string, stopAtOnce: AbortSignal) => {
   logger.info("control plane stopping", { signal });
+  await drainCommands({
+    commands: cp.commands,
+    timeoutMs: config.shutdown.drainTimeoutMs,
+    logger: logger.with({ cp_id: config.controlPlane.id }),
+    signal: stopAtOnce,
+  });
+  drained = true;
+  // Every command has its final outcome in the audit: closing the store writes it out.
   await cp.stop();
   await shutdownTracing();
+  logger.info("control plane stopped");
   Deno.exit(0);
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  Deno.addSignalListener(signal, () => void shutdown(signal));
+  Deno.addSignalListener(signal, () => onSignal(signal));
 }

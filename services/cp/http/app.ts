@@ -107,12 +107,13 @@ export function createCpHttp(deps: CpHttpDeps): Hono<CpEnv> {
   app.use("*", accessGuard({ access: config.access, open: OPEN_PATHS }));
 
   app.get("/healthz", (c) => c.json({ status: "ok", control_plane_id: config.controlPlane.id }));
+  // A stopping Control Plane (drain.ts) is not ready: it takes no new command.
   app.get("/readyz", (c) =>
     c.json({
-      status: "ready",
+      status: commands.refusing ? "stopping" : "ready",
       control_plane_id: config.controlPlane.id,
       edges_connected: registry.connectedCount,
-    }));
+    }, commands.refusing ? 503 : 200));
   app.get("/metrics", async (c) => {
     c.header("Content-Type", deps.metrics.contentType);
     return c.body(await deps.metrics.metrics());
