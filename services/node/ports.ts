@@ -31,9 +31,9 @@ export interface EventSink {
    * that resolves when its consumer made room (the run's flow-control window is full). An
    * adapter checks it between backend reads and awaits the promise before it reads on, so a
    * stalled consumer stops the backend (its socket or the CLI's pipes fill up); events it
-   * emits meanwhile are still taken. Cheap: allocates nothing while there is room, so call it
-   * as `const wait = sink.ready(); if (wait) await wait;` (racing the run's signal, which the
-   * promise does not follow: `adapters/room.ts`).
+   * emits meanwhile are still taken. Cheap: allocates nothing while there is room. The promise
+   * does not follow the run's signal, so await it raced with the signal, as `adapters/room.ts`
+   * does: `const room = roomIn(sink, signal); if (room) await room;`.
    */
   ready(): Promise<void> | undefined;
 }

@@ -59,7 +59,8 @@ export interface GroupChild {
 /** Holds the pipe reads back while the consumer has no room, and knows when it does. */
 class RoomGate {
   readonly #ready: () => Promise<void> | undefined;
-  readonly #discard = Promise.withResolvers<void>();
+  /** Ends each wait under way; one per wait, so nothing outlives it (a run pauses many times). */
+  readonly #waits = new Set<() => void>();
   #discarded = false;
   /** Pumps waiting for room now. */
   #waiting = 0;
@@ -78,7 +79,8 @@ class RoomGate {
 
   discard(): void {
     this.#discarded = true;
-    this.#discard.resolve();
+    for (const end of this.#waits) end();
+    this.#waits.clear();
   }
 
   /** Undefined when no pump waits for room; else resolves once none does. */
@@ -89,9 +91,13 @@ class RoomGate {
 
   async #wait(wait: Promise<void>): Promise<void> {
     this.#waiting++;
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#waits.add(resolve);
+    wait.then(resolve, resolve);
     try {
-      await Promise.race([wait, this.#discard.promise]).catch(() => {});
+      await promise;
     } finally {
+      this.#waits.delete(resolve);
       if (--this.#waiting === 0) {
         this.#none?.resolve();
         this.#none = undefined;

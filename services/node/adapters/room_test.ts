@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { IopError } from "../../../shared/errors.ts";
 import { startFakeOpenAI } from "../../../shared/testing/fake_openai.ts";
+import { until } from "../../../tests/util.ts";
 import type { CliProfile, EventSink } from "../ports.ts";
 import { createCliAdapter } from "./cli.ts";
 import { specFor } from "./contract_case.ts";
@@ -15,15 +16,20 @@ import { never, settingsFor } from "./http_adapter_cases.ts";
 import { createMockAdapter, mockDeltas } from "./mock.ts";
 import { createOpenAICompatAdapter } from "./openai_compat.ts";
 
+/** True when `path` exists. */
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Every test here spawns processes or sockets; the sanitizers prove none leak. */
 function test(name: string, fn: () => Promise<void>): void {
   Deno.test({ name, sanitizeOps: true, sanitizeResources: true, fn });
 }
-
-/** How long a paused run is watched for reads it should not make. */
-const WATCH_MS = 300;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * A sink whose consumer can stop taking: paused, `ready()` hands out a promise that `release`
@@ -33,6 +39,8 @@ function gatedSink(pauseAfterOutputs: number) {
   const pieces: string[] = [];
   let bytes = 0;
   let gate: PromiseWithResolvers<void> | undefined;
+  /** Times `ready()` handed out the pending promise. */
+  let handedOut = 0;
   const waiting = Promise.withResolvers<void>();
   const sink: EventSink = {
     output(text) {
@@ -45,6 +53,7 @@ function gatedSink(pauseAfterOutputs: number) {
     embedding: () => {},
     ready() {
       if (gate === undefined) return undefined;
+      handedOut++;
       waiting.resolve();
       return gate.promise;
     },
@@ -55,6 +64,13 @@ function gatedSink(pauseAfterOutputs: number) {
     get bytes() {
       return bytes;
     },
+    get handedOut() {
+      return handedOut;
+    },
+    /** True while the consumer takes nothing: a `ready()` promise handed out is still pending. */
+    get paused() {
+      return gate !== undefined;
+    },
     /** Resolves once the adapter waits for room. */
     waiting: waiting.promise,
     release() {
@@ -64,27 +80,31 @@ function gatedSink(pauseAfterOutputs: number) {
   };
 }
 
-/** Tracks whether `promise` settled, without consuming its outcome. */
-function settledFlag(promise: Promise<unknown>): { readonly settled: boolean } {
-  const flag = { settled: false };
-  promise.then(() => (flag.settled = true), () => (flag.settled = true));
-  return flag;
+/** True when `promise` has settled already (its reaction runs before a fresh one's). */
+function hasSettled(promise: Promise<unknown>): Promise<boolean> {
+  const settled = promise.then(() => true, () => true);
+  return Promise.race([settled, Promise.resolve(false)]);
 }
 
-/** Waits while the run is paused and asserts it read nothing more and did not end. */
+/**
+ * Asserts the run stalled on its sink: the adapter was handed the pending `ready()` promise,
+ * once (it awaits it rather than reading on), the run has not ended, and its backend has
+ * produced less than its whole answer (`produced` of `total`, in the backend's unit). Returns
+ * the bytes read before the stall.
+ */
 async function assertStalled(
   gated: ReturnType<typeof gatedSink>,
   run: Promise<unknown>,
   what: string,
-  watchMs = WATCH_MS,
+  backend: () => { produced: number; total: number },
 ): Promise<number> {
   await gated.waiting;
-  const run_ = settledFlag(run);
-  const before = gated.bytes;
-  await sleep(watchMs);
-  assert.equal(gated.bytes, before, `${what}: read on while its sink had no room`);
-  assert.equal(run_.settled, false, `${what}: ended while its sink had no room`);
-  return before;
+  assert.ok(gated.paused);
+  assert.equal(gated.handedOut, 1, `${what}: asked again instead of waiting for room`);
+  assert.equal(await hasSettled(run), false, `${what}: ended while its sink had no room`);
+  const { produced, total } = backend();
+  assert.ok(produced < total, `${what}: its backend produced all ${total} while paused`);
+  return gated.bytes;
 }
 
 test("the mock stops between tokens while its sink has no room and goes on once it has", async () => {
@@ -102,7 +122,7 @@ test("the mock stops between tokens while its sink has no room and goes on once 
     gated.sink,
     { signal: never() },
   );
-  await assertStalled(gated, run, "mock");
+  await assertStalled(gated, run, "mock", () => ({ produced: gated.pieces.length, total: 60 }));
   assert.equal(gated.pieces.length, 10, "it stops right after the token that filled the sink");
   gated.release();
   const result = await run;
@@ -144,10 +164,11 @@ test("openai_compat leaves the model server's stream unread while its sink has n
       { signal: never() },
     );
     const request = await fake.log.waitForRequest(1);
-    const answered = settledFlag(request.ended);
-    await assertStalled(gated, run, "openai_compat");
-    assert.equal(answered.settled, false, "the server got its whole answer out");
-    assert.ok(gated.pieces.length < LONG_ANSWER_TOKENS);
+    await assertStalled(gated, run, "openai_compat", () => ({
+      produced: gated.pieces.length,
+      total: LONG_ANSWER_TOKENS,
+    }));
+    assert.equal(await hasSettled(request.ended), false, "the server got its whole answer out");
     gated.release();
     const result = await run;
     assert.equal(result.finishReason, "stop");
@@ -205,8 +226,7 @@ test("the CLI adapter leaves a chatty command's stdout unread while its sink has
     const run = adapter.execute(specFor({ adapter: "cli", target: "chatty" }), gated.sink, {
       signal: never(),
     });
-    const before = await assertStalled(gated, run, "cli");
-    assert.ok(before < CHATTY_BYTES, "the command could not write all it had");
+    await assertStalled(gated, run, "cli", () => ({ produced: gated.bytes, total: CHATTY_BYTES }));
     gated.release();
     const result = await run;
     assert.equal(result.exitCode, 0);
@@ -219,23 +239,32 @@ test("the CLI adapter leaves a chatty command's stdout unread while its sink has
 });
 
 test("output a CLI left in its pipe when it exited waits for room, however long, and is not lost", async () => {
-  // 40 KB fit the pipe: the command exits at once while its sink has no room.
+  // 40 KB fit the pipe: the command writes them and exits while its sink has no room.
+  const dir = await Deno.makeTempDir({ prefix: "iop_room_" });
+  const done = `${dir}/done`;
   const adapter = createCliAdapter("cli", {
-    profiles: [shell("quick", "printf x; sleep 0.2; head -c 40000 /dev/zero | tr '\\0' x")],
+    profiles: [
+      shell("quick", `printf x; sleep 0.2; head -c 40000 /dev/zero | tr '\\0' x; : > ${done}`),
+    ],
   }, { killGraceMs: 50 });
   const gated = gatedSink(1);
   try {
     const run = adapter.execute(specFor({ adapter: "cli", target: "quick" }), gated.sink, {
       signal: never(),
     });
-    // Longer than the kill grace and the pipe drain (500 ms) together: still nothing is cut.
-    await assertStalled(gated, run, "cli", 1_000);
+    await assertStalled(gated, run, "cli", () => ({ produced: gated.bytes, total: 40_001 }));
+    await until("the command to write all and end", () => exists(done));
+    // This test is about time passing: longer than the kill grace and the pipe drain (500 ms)
+    // together, the output left in the pipe is still not cut.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    assert.equal(await hasSettled(run), false, "the run ended with its output unread");
     gated.release();
     const result = await run;
     assert.equal(result.exitCode, 0);
     assert.equal(gated.pieces.join(""), "x".repeat(40_001));
   } finally {
     await adapter.close?.();
+    await Deno.remove(dir, { recursive: true });
   }
 });
 

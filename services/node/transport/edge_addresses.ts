@@ -12,16 +12,40 @@
  * - After a registered link is lost, the next round begins at the address it was on, so that a
  *   blip brings the node back to the same Edge (its runs can re-attach there); only when that
  *   fails does it go on to the others.
+ * - While the node holds runs for that Edge to resume (`run_ledger.ts`: after a link loss,
+ *   within `edge.resume_grace_ms`), a dial of it that fails by timeout, an unreachable network
+ *   or the connection closing before a registration answer (the Edge may be back any moment,
+ *   its runs waiting) is retried at the same address, with the usual backoff, until no run is
+ *   held any more (their grace ran out): a standby knows nothing of them. A dial refused
+ *   outright ({@linkcode refusedOutright}: the host is up and no Edge listens, so the Edge
+ *   process and its runs are gone), or a registration refused for good, moves on to the next
+ *   address at once as above.
  * - While registered with a later address, every `edge.failback_ms` (default 30 s; 0 = never)
  *   the node checks whether the first address accepts a connection (with TLS: completes the
- *   handshake and proves the Edge's certificate). When it does and the node has no run in
- *   flight (and is not draining), the node closes the standby link and registers with the first
- *   address over the connection just opened. With runs in flight it checks again later.
+ *   handshake and proves the Edge's certificate). When it does and the node has no run to
+ *   account for (none in flight, and every run's end acknowledged by the standby: leaving
+ *   sooner could lose an end still on its way) and is not draining, the node closes the
+ *   standby link and registers with the first address over the connection just opened.
+ *   Otherwise it checks again later.
  *
  * A single address behaves as before: each failed dial is a whole round and backs off.
  * @module
  */
 import type { ByteLink } from "../../../shared/wire/link.ts";
+
+/**
+ * True when a dial failed because the host refused the connection (ECONNREFUSED: up, but
+ * nothing listens on the port), as `Deno.connect` reports it (`Deno.errors.ConnectionRefused`)
+ * or `node:tls` does (`code` "ECONNREFUSED", possibly as the cause of the error wrapping it);
+ * false for a timeout, an unreachable network, a failed handshake.
+ */
+export function refusedOutright(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (e instanceof Deno.errors.ConnectionRefused) return true;
+    if ((e as { code?: unknown }).code === "ECONNREFUSED") return true;
+  }
+  return false;
+}
 
 /** Where a node is in its list of Edge addresses. */
 export class EdgeAddresses {
@@ -79,7 +103,7 @@ export interface FailbackWatchOptions {
   intervalMs: number;
   /** Opens a link to `address` (with TLS, one that proved the Edge's certificate). */
   dial: (address: string) => Promise<ByteLink>;
-  /** True when the node may switch now: registered, no run in flight, not draining. */
+  /** True when the node may switch now: registered, no run to account for, not draining. */
   mayFailBack: () => boolean;
   /** Called at most once, with the open link to the first address; it owns the link. */
   onBack: (link: ByteLink) => void;

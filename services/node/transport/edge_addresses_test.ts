@@ -4,7 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { type ByteLink, dialLink } from "../../../shared/wire/link.ts";
-import { EdgeAddresses, watchFailback } from "./edge_addresses.ts";
+import { freePort, until } from "../../../tests/util.ts";
+import { EdgeAddresses, refusedOutright, watchFailback } from "./edge_addresses.ts";
 
 /** Dials addresses until a round fails; returns the addresses dialled, in order. */
 function dialsUntilBackoff(addresses: EdgeAddresses): string[] {
@@ -112,7 +113,7 @@ Deno.test("the failback watch keeps checking while the first address is down", a
   });
   let first: ReturnType<typeof listen> | undefined;
   try {
-    while (failedDials < 3) await new Promise((resolve) => setTimeout(resolve, 10));
+    await until("three failed checks", () => failedDials >= 3, 10_000, 10);
     first = listen(port);
     (await back.promise).close();
     assert.ok(failedDials >= 3);
@@ -135,7 +136,7 @@ Deno.test("the failback watch does not dial while the node may not switch (a run
     onBack: back.resolve,
   });
   try {
-    while (asked < 5) await new Promise((resolve) => setTimeout(resolve, 10));
+    await until("five checks", () => asked >= 5, 10_000, 10);
     assert.equal(first.accepted, 0, "no check dialled the first address while busy");
     busy = false; // the run ended
     (await back.promise).close();
@@ -162,10 +163,47 @@ Deno.test("a stopped failback watch hands nothing over", async () => {
     onBack: () => onBack++,
   });
   try {
-    while (first.accepted < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    await until("the check's dial", () => first.accepted >= 1, 10_000, 10);
     assert.equal(onBack, 0);
   } finally {
     stop();
     first.close();
+  }
+});
+
+/** The error `dial` fails with. */
+async function dialError(dial: () => Promise<ByteLink>): Promise<unknown> {
+  try {
+    (await dial()).close();
+  } catch (err) {
+    return err;
+  }
+  throw new Error("the dial succeeded");
+}
+
+Deno.test("a closed port refuses a dial outright, plain or TLS: no Edge listens there", async () => {
+  const address = `127.0.0.1:${freePort()}`;
+  const plain = await dialError(() => dialLink({ address }));
+  assert.ok(plain instanceof Deno.errors.ConnectionRefused);
+  assert.equal(refusedOutright(plain), true);
+  // node:tls reports it by code, under the error that names the address.
+  const tls = await dialError(() => dialLink({ address, tls: { ca: "", serverName: "" } }));
+  assert.match(String(tls), /ECONNREFUSED/);
+  assert.equal(refusedOutright(tls), true);
+});
+
+Deno.test("a listener that accepts and never answers is no refusal: the Edge may only be slow", async () => {
+  const silent = listen();
+  try {
+    const timedOut = await dialError(() =>
+      dialLink({ address: silent.address, tls: { ca: "", serverName: "" }, timeoutMs: 100 })
+    );
+    assert.match(String(timedOut), /TLS handshake with .* took over 100 ms/);
+    await until("the connection to be accepted", () => silent.accepted === 1);
+    assert.equal(refusedOutright(timedOut), false);
+    assert.equal(refusedOutright(new Error("socket closed")), false);
+    assert.equal(refusedOutright(undefined), false);
+  } finally {
+    silent.close();
   }
 });

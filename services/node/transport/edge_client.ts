@@ -28,7 +28,7 @@ import { eventOutbox } from "./event_outbox.ts";
 import { DEFAULT_RESUME_GRACE_MS, RunLedger } from "./run_ledger.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { type ByteLink, dialLink } from "../../../shared/wire/link.ts";
-import { EdgeAddresses, watchFailback } from "./edge_addresses.ts";
+import { EdgeAddresses, refusedOutright, watchFailback } from "./edge_addresses.ts";
 import { type DialTlsFiles, loadDialTls } from "../../../shared/wire/tls.ts";
 
 /** Wire protocol version this Node speaks. */
@@ -48,7 +48,8 @@ export interface EdgeClientOptions {
   edgeAddress: string | readonly string[];
   /**
    * While registered with a later address, how often to check whether the first is back (and
-   * fail back to it when no run is in flight); 0 or absent: never.
+   * fail back to it when no run is in flight and every run's end was acknowledged); 0 or
+   * absent: never.
    */
   failbackMs?: number;
   /** Undefined: plaintext (the config opted out). */
@@ -148,6 +149,8 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       /** Registered on this link: its loss starts the next round at the same address. */
       let linked = false;
       let failedBack = false;
+      /** The host refused the connection: no Edge listens there (edge_addresses.ts). */
+      let refused = false;
       try {
         const link = failback ?? await dial(address);
         failback = undefined;
@@ -167,8 +170,10 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
           address: addresses.first,
           intervalMs: failbackMs,
           dial,
+          // Not while the ledger holds a run, even a finished one: its end may not be out yet.
           mayFailBack: () =>
-            registered && options.core.inFlight === 0 && drainEndsAtMs === undefined,
+            registered && ledger.size === 0 && options.core.inFlight === 0 &&
+            drainEndsAtMs === undefined,
           onBack: (back) => {
             failback = back;
             failedBack = true;
@@ -190,6 +195,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
           stopWatch();
         }
       } catch (err) {
+        refused = refusedOutright(err);
         if (!stopped) logger.warn("cannot reach edge", { edge: address, err });
       } finally {
         registered = false;
@@ -209,6 +215,9 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       if (outcome === "refused") delay = max;
       if (linked) {
         addresses.lost();
+      } else if (!refused && outcome !== "refused" && ledger.holding > 0) {
+        // Runs wait for this Edge, which may be back any moment: a standby knows nothing of them.
+        logger.info("retrying the edge that holds runs", { edge: address, runs: ledger.holding });
       } else if (!addresses.failed()) {
         // Another address is left in this round: dial it at once.
         logger.info("trying the next edge address", { edge: addresses.current, after: address });

@@ -22,6 +22,7 @@ import { buildAdapterRegistry } from "../adapters/registry.ts";
 import { NodeCore } from "../node.ts";
 import { DEFAULT_NODE_POLICY, type NodePolicy } from "../policy.ts";
 import { openRunStore } from "../store/sqlite_store.ts";
+import { until } from "../../../tests/util.ts";
 import { startEdgeClient } from "./edge_client.ts";
 
 /** What {@linkcode framesOfOneRun} runs: its adapter's kind and settings, and its input. */
@@ -318,7 +319,7 @@ Deno.test("a draining node tells its Edge, again after a redial, and refuses a r
 });
 
 /** A fake Edge's link that can tell a node gone quiet (it waits for credit) from one still sending. */
-async function flowLink(listener: Deno.TcpListener) {
+async function flowLink(listener: { accept(): Promise<Deno.Conn> }) {
   const conn = new FrameConnection(plainLink(await listener.accept()), {
     inSchema: NodeEnvelopeSchema,
     outSchema: NodeEnvelopeSchema,
@@ -356,6 +357,21 @@ async function flowLink(listener: Deno.TcpListener) {
           },
         },
       })),
+    /** Reads run events until at least `count` arrived. */
+    async readEvents(count: number): Promise<void> {
+      while (events.length < count) {
+        const got = await (pending ?? messages.next());
+        pending = undefined;
+        assert.ok(!got.done, "the node closed the link");
+        const msg = got.value.msg;
+        const wire = msg.case === "runEvents"
+          ? msg.value.events
+          : msg.case === "runEvent"
+          ? [msg.value]
+          : [];
+        for (const w of wire) events.push(fromWireRunEvent(w)!);
+      }
+    },
     /** Reads run events until the node sent none for `quietMs` (or the run ended). */
     async readUntilQuiet(quietMs = 200): Promise<void> {
       while (!events.some(isTerminal)) {
@@ -453,6 +469,107 @@ Deno.test("the node honours the Edge's window and acks, and resumes a held run o
     second.conn.close("test done");
   } finally {
     await client.stop();
+    store.close();
+  }
+});
+
+/** Accepts every connection to `listener` in the background; `accept()` takes the next. */
+function acceptQueue(listener: Deno.TcpListener) {
+  const conns: Deno.Conn[] = [];
+  let wake: (() => void) | undefined;
+  let accepted = 0;
+  void (async () => {
+    for await (const conn of listener) {
+      accepted++;
+      conns.push(conn);
+      wake?.();
+    }
+  })().catch(() => {});
+  return {
+    get accepted() {
+      return accepted;
+    },
+    async accept(): Promise<Deno.Conn> {
+      while (conns.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+      return conns.shift()!;
+    },
+    /** Closes the connections nobody took. */
+    close() {
+      for (const conn of conns.splice(0)) conn.close();
+    },
+  };
+}
+
+Deno.test("a node holding runs redials their Edge after a failed dial, and goes to the standby once refused", async () => {
+  const active = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  using standbyListener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const standby = acceptQueue(standbyListener);
+  const logger = createLogger("test", { level: "error" });
+  const store = openRunStore(":memory:");
+  const core = new NodeCore({
+    nodeId: "n1",
+    store,
+    logger,
+    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
+    policy: DEFAULT_NODE_POLICY,
+  });
+  const client = startEdgeClient({
+    edgeAddress: [`127.0.0.1:${active.addr.port}`, `127.0.0.1:${standbyListener.addr.port}`],
+    tls: undefined,
+    nodeId: "n1",
+    token: "t",
+    version: "test",
+    core,
+    logger,
+    backoffInitialMs: 10,
+    backoffMaxMs: 20,
+    resumeGraceMs: 60_000,
+  });
+  let activeOpen = true;
+  try {
+    const first = await flowLink(active);
+    await first.answer({ runWindowBytes: 1_500 });
+    await first.conn.send(create(NodeEnvelopeSchema, {
+      msg: {
+        case: "runRequest",
+        value: toRunRequest("r1", runInput({ adapter: "mock", target: "echo", prompt: "go" })),
+      },
+    }));
+    // The run fills its window and waits: it is in flight when the link drops.
+    await first.readEvents(2);
+    first.conn.close("test drops the link");
+
+    // The active Edge's host is up but its Edge is slow to come back: two dials end before a
+    // registration answer. The node tries it again each time, not the standby.
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const again = await flowLink(active);
+      assert.deepEqual(again.register.heldRuns.map((h) => h.runId), ["r1"], `dial ${attempt}`);
+      if (attempt < 3) {
+        again.conn.close("not ready yet");
+        continue;
+      }
+      assert.equal(standby.accepted, 0, "the standby knows nothing of r1: not dialled");
+      // Now the active Edge is gone: its port refuses, and the node goes to the standby at once.
+      active.close();
+      activeOpen = false;
+      again.conn.close("edge process gone");
+    }
+    const other = await flowLink(standby);
+    assert.deepEqual(other.register.heldRuns.map((h) => h.runId), ["r1"]);
+    await other.answer({ runWindowBytes: 1_500 });
+    const row = await until("r1 to end", () => {
+      const r = core.history(5).find((h) => h.runId === "r1");
+      return r && r.status !== "running" ? r : undefined;
+    });
+    assert.deepEqual(
+      [row.status, row.error?.message],
+      ["cancelled", "the edge no longer waits for run r1"],
+    );
+    other.conn.close("test done");
+  } finally {
+    await client.stop();
+    if (activeOpen) active.close();
+    standby.close();
     store.close();
   }
 });

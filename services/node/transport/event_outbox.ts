@@ -6,9 +6,11 @@
  * A receiver closes a link that sends a frame over its limit (`edge.max_frame_bytes`, 4 MiB by
  * default), which ends every run on it. So a batch leaves early, in the same task, as soon as
  * the next event would take its estimated size past the frame limit, however many runs emit at
- * once and however large their events; and an event that cannot fit a frame on its own (a
- * vector of a million values) is not sent: the outbox throws, which fails the run that emitted
- * it and leaves the link and every other run alone.
+ * once and however large their events. An event that cannot fit a frame on its own (a vector
+ * of a million values) must not reach the outbox: its sender refuses it first with
+ * {@linkcode refuseOversized} (the run ledger does, for every event), which fails the run that
+ * emitted it and leaves the link and every other run alone. The outbox trusts that and does not
+ * check again.
  * @module
  */
 import { create } from "@bufbuild/protobuf";
@@ -51,8 +53,8 @@ export function refuseOversized(event: RunEvent, bytes: number, maxFrameBytes: n
 }
 
 /**
- * A sink that sends each run event through `send`, batched as the module doc says. Throws an
- * IopError (BACKEND_ERROR) for an event too large for any frame, and sends nothing of it.
+ * A sink that sends each run event through `send`, batched as the module doc says. The caller
+ * has refused events too large for a frame ({@linkcode refuseOversized}).
  */
 export function eventOutbox(
   send: (msg: NodeEnvelope["msg"]) => void,
@@ -75,7 +77,6 @@ export function eventOutbox(
     flush();
   };
   return (event, bytes = estimatedEventBytes(event)) => {
-    refuseOversized(event, bytes, options.maxFrameBytes);
     const wire = toWireRunEvent(event);
     if (!options.batches) {
       send({ case: "runEvent", value: wire });

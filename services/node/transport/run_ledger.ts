@@ -6,7 +6,9 @@
  * unacknowledged events reach the window, counted by `estimatedEventBytes`, has no room: its
  * `ready()` hands out a promise that resolves once RunAcks brings it back under the window, and
  * its adapter stops reading its backend meanwhile. Events emitted while over the window are
- * still taken. Those events are retained until acknowledged.
+ * still taken. Those events are retained until acknowledged. Only an acknowledgement makes
+ * room: events the Edge received (a resume says so) but its client has not taken yet are not
+ * sent again, yet still count against the window until acknowledged.
  *
  * Resume: when the link is lost the runs go on (until their windows fill) and are held for the
  * grace period (`edge.resume_grace_ms`). The next registration lists them
@@ -14,7 +16,14 @@
  * events after the seq the Edge received sent again, in order, and goes on live; the others are
  * cancelled ("the edge no longer waits for run <id>") and forgotten. Past the grace period
  * without such a link, the held runs are cancelled ("link to edge lost for <ms> ms
- * (edge.resume_grace_ms)"). A run is forgotten once its terminal event is acknowledged.
+ * (edge.resume_grace_ms)") but kept, with their events, until the next link: a registration
+ * under way when the grace ran out may still resume them, and then gets their real end. A run
+ * the Edge resumes that the node no longer has at all gets a `cancelled` event right after the
+ * seq the Edge received, so the Edge never waits for a run the node dropped. A run is forgotten
+ * once its terminal event is acknowledged (or the Edge, resuming it, already has it).
+ *
+ * The ledger refuses an event too large for one frame before it keeps or sends it (the outbox
+ * trusts it), so a held run never keeps what no link could carry.
  *
  * Without a window (an older Edge, which never acknowledges) nothing waits and nothing is
  * retained, so nothing can be resumed: a lost link cancels the runs at once, as does a grace
@@ -71,8 +80,8 @@ export interface ResumedRun {
 
 /**
  * Where a run stands: `live` on the current link; `held` through a link loss; `expired` held
- * past the grace period and being cancelled (a registration already under way may still resume
- * it); `gone` forgotten (its remaining events are dropped).
+ * past the grace period and cancelled, kept until the next link (a registration already under
+ * way may still resume it); `gone` forgotten (its remaining events are dropped).
  */
 type EntryState = "live" | "held" | "expired" | "gone";
 
@@ -91,14 +100,18 @@ class RunEntry implements RunOutlet {
   state: EntryState = "live";
   /** The highest seq emitted. */
   lastSeq = 0;
-  /** The highest seq acknowledged (or received by the Edge at a resume). */
+  /** The highest seq the Edge acknowledged. */
   ackedSeq = 0;
   /** Seq of its terminal event once emitted; 0 before. */
   terminalSeq = 0;
-  /** Bytes of the retained events. */
-  unacked = 0;
-  /** Events with seq > ackedSeq from `head` on, and their sizes. */
-  readonly #events: (RunEvent | undefined)[] = [];
+  /** Bytes of its events the Edge has not acknowledged (seq > ackedSeq): what fills the window. */
+  outstandingBytes = 0;
+  /**
+   * From `head` on, its events with seq > ackedSeq, and their sizes: each event itself while it
+   * may have to be sent again, only its seq once the Edge received it (a resume said so) but has
+   * not acknowledged it. Slots before `head` hold 0.
+   */
+  readonly #events: (RunEvent | number)[] = [];
   readonly #sizes: number[] = [];
   #head = 0;
   #room: PromiseWithResolvers<void> | undefined;
@@ -113,29 +126,25 @@ class RunEntry implements RunOutlet {
     if (this.state === "gone") return;
     const wire = this.#wire;
     const bytes = estimatedEventBytes(event);
+    // The one size check of the event's way out (the outbox trusts it).
+    refuseOversized(event, bytes, wire.maxFrameBytes);
+    this.lastSeq = event.seq;
     if (wire.window === 0) {
       // No flow control: straight to the link, nothing kept.
       wire.link?.send(event, bytes);
-      this.lastSeq = event.seq;
       if (isTerminal(event)) wire.forget(this);
       return;
     }
-    // Refused before it is kept, so a detached run never holds what no link could carry.
-    refuseOversized(event, bytes, wire.maxFrameBytes);
     if (this.state === "live") wire.link?.send(event, bytes);
     this.#events.push(event);
     this.#sizes.push(bytes);
-    this.unacked += bytes;
-    this.lastSeq = event.seq;
-    if (!isTerminal(event)) return;
-    this.terminalSeq = event.seq;
-    // An expired run's end, with no link to tell: nobody will ask for it.
-    if (this.state === "expired" && wire.link === undefined) wire.forget(this);
+    this.outstandingBytes += bytes;
+    if (isTerminal(event)) this.terminalSeq = event.seq;
   };
 
   ready = (): Promise<void> | undefined => {
     const window = this.#wire.window;
-    if (window === 0 || this.unacked < window || this.state === "gone") return undefined;
+    if (window === 0 || this.outstandingBytes < window || this.state === "gone") return undefined;
     return (this.#room ??= Promise.withResolvers<void>()).promise;
   };
 
@@ -148,16 +157,21 @@ class RunEntry implements RunOutlet {
   }
 
   /**
-   * Goes live on `link` after a resume: drops what the Edge received (up to `receivedSeq`) and
-   * sends the rest again, in order.
+   * Goes live on `link` after a resume: sends again, in order, what the Edge did not receive
+   * (past `receivedSeq`). What it received stays counted against the window until acknowledged:
+   * its client may not have taken it yet.
    */
   resume(receivedSeq: number, link: LedgerLink): void {
     this.state = "live";
-    this.#drop(Math.min(receivedSeq, this.lastSeq));
-    for (let i = this.#head; i < this.#events.length; i++) {
-      link.send(this.#events[i]!, this.#sizes[i]!);
+    const events = this.#events;
+    for (let i = this.#head; i < events.length; i++) {
+      const event = events[i]!;
+      if (typeof event === "number") continue;
+      if (event.seq <= receivedSeq) events[i] = event.seq;
+      else link.send(event, this.#sizes[i]!);
     }
-    if (this.terminalSeq !== 0 && this.ackedSeq >= this.terminalSeq) {
+    if (this.terminalSeq !== 0 && Math.max(receivedSeq, this.ackedSeq) >= this.terminalSeq) {
+      // The Edge has its end: nothing more to send, and no ack of it need come.
       this.#wire.forget(this);
     } else if (this.#wire.window === 0) {
       // An Edge without a window never acknowledges: keep nothing from now on.
@@ -172,20 +186,20 @@ class RunEntry implements RunOutlet {
     const room = this.#room;
     if (room === undefined) return;
     const window = this.#wire.window;
-    if (this.state !== "gone" && window !== 0 && this.unacked >= window) return;
+    if (this.state !== "gone" && window !== 0 && this.outstandingBytes >= window) return;
     this.#room = undefined;
     room.resolve();
   }
 
-  /** Forgets the retained events up to `seq`. */
+  /** Forgets the events up to `seq`: acknowledged, they no longer count against the window. */
   #drop(seq: number): void {
     if (seq <= this.ackedSeq) return;
     this.ackedSeq = seq;
     const events = this.#events;
     let head = this.#head;
-    while (head < events.length && events[head]!.seq <= seq) {
-      this.unacked -= this.#sizes[head]!;
-      events[head] = undefined;
+    while (head < events.length && seqOf(events[head]!) <= seq) {
+      this.outstandingBytes -= this.#sizes[head]!;
+      events[head] = 0;
       head++;
     }
     if (head >= COMPACT_AFTER && head * 2 >= events.length) {
@@ -195,6 +209,11 @@ class RunEntry implements RunOutlet {
     }
     this.#head = head;
   }
+}
+
+/** The seq of a slot of {@linkcode RunEntry}'s events. */
+function seqOf(slot: RunEvent | number): number {
+  return typeof slot === "number" ? slot : slot.seq;
 }
 
 /** The ledger; one per Edge client, across its links. */
@@ -214,14 +233,19 @@ export class RunLedger {
     };
   }
 
-  /** Runs it keeps an account of now (live, held, or ending). */
+  /**
+   * Runs it keeps an account of now (live, held, or ending): 0 once every run's end was
+   * acknowledged, so nothing is lost by leaving the link.
+   */
   get size(): number {
     return this.#runs.size;
   }
 
-  /** True while a link is attached. */
-  get attached(): boolean {
-    return this.#wire.link !== undefined;
+  /** Runs held through a link loss within their grace period, waiting for a link to resume them. */
+  get holding(): number {
+    let held = 0;
+    for (const entry of this.#runs.values()) if (entry.state === "held") held++;
+    return held;
   }
 
   /**
@@ -257,6 +281,7 @@ export class RunLedger {
     this.#wire.link = link;
     this.#wire.window = link.windowBytes;
     const received = new Map(resumed.map((r) => [r.runId, r.receivedSeq]));
+    const unknown = resumed.filter((r) => !this.#runs.has(r.runId));
     const went: string[] = [];
     const dropped: string[] = [];
     for (const entry of [...this.#runs.values()]) {
@@ -274,6 +299,21 @@ export class RunLedger {
       this.#options.logger.info("held runs taken up by the edge", {
         resumed: went,
         cancelled: dropped,
+      });
+    }
+    // The Edge waits for these (it re-attached them), so it must hear that they ended.
+    for (const { runId, receivedSeq } of unknown) {
+      link.send({
+        runId,
+        seq: receivedSeq + 1,
+        timestampMs: Date.now(),
+        type: "cancelled",
+        reason: `the node no longer had run ${runId} when the edge resumed it`,
+      });
+    }
+    if (unknown.length > 0) {
+      this.#options.logger.warn("edge resumed runs the node no longer had; told it they ended", {
+        runs: unknown.map((r) => r.runId),
       });
     }
   }
@@ -313,20 +353,21 @@ export class RunLedger {
     for (const entry of [...this.#runs.values()]) this.#forget(entry);
   }
 
-  /** The grace period passed with no link taking the held runs up: they are cancelled. */
+  /**
+   * The grace period passed with no link taking the held runs up: they are cancelled, and kept
+   * (with their end) until the next link, in case a registration under way resumes them.
+   */
   #expire(): void {
     this.#grace = undefined;
     const reason = `${LINK_LOST} for ${this.#options.graceMs} ms (edge.resume_grace_ms)`;
     const cancelled: string[] = [];
     for (const entry of [...this.#runs.values()]) {
       if (entry.state !== "held") continue;
-      if (entry.terminalSeq !== 0 || !this.#options.core.cancelRun(entry.runId, reason)) {
-        this.#forget(entry);
-        continue;
-      }
-      // Kept until its cancellation is emitted, in case a registration under way resumes it.
       entry.state = "expired";
-      cancelled.push(entry.runId);
+      if (entry.terminalSeq !== 0) continue;
+      if (this.#options.core.cancelRun(entry.runId, reason)) cancelled.push(entry.runId);
+      // Not running, yet no end: none will come, so a resume is told it is gone (attach).
+      else this.#forget(entry);
     }
     if (cancelled.length > 0) {
       this.#options.logger.warn("held runs cancelled", { runs: cancelled, reason });

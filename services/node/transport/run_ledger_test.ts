@@ -14,7 +14,7 @@ import { estimatedEventBytes } from "../../../shared/run_event_size.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { mockAdapterFactory, mockAnswer } from "../adapters/mock.ts";
 import { buildAdapterRegistry } from "../adapters/registry.ts";
-import { NodeCore } from "../node.ts";
+import { NodeCore, type RunOutlet } from "../node.ts";
 import { DEFAULT_NODE_POLICY } from "../policy.ts";
 import { openRunStore } from "../store/sqlite_store.ts";
 import { eventOutbox } from "./event_outbox.ts";
@@ -59,11 +59,32 @@ async function ledgerNode(options: { graceMs?: number; maxFrameBytes?: number } 
     store,
     ledger,
     logs,
-    /** Starts a mock run through the ledger with these `mock.*` knobs. */
+    /**
+     * Starts a mock run through the ledger with these `mock.*` knobs; returns its outlet and a
+     * way to await its next pause.
+     */
     start(runId: string, knobs: Record<string, number>, embed?: { dimensions: number }) {
       const metadata = Object.fromEntries(
         Object.entries(knobs).map(([k, v]) => [`mock.${k}`, String(v)]),
       );
+      const outlet = ledger.open(runId);
+      // Counts the times the run's adapter was handed a pending ready(): it then reads nothing
+      // more until there is room, so the run is stopped for certain.
+      let stalls = 0;
+      let seen = 0;
+      let ended = false;
+      let wake: (() => void) | undefined;
+      const watched: RunOutlet = {
+        emit(event) {
+          outlet.emit(event);
+          if (isTerminal(event)) (ended = true, wake?.());
+        },
+        ready() {
+          const room = outlet.ready();
+          if (room) (stalls++, wake?.());
+          return room;
+        },
+      };
       core.startRun(
         runId,
         runInput({
@@ -73,8 +94,22 @@ async function ledgerNode(options: { graceMs?: number; maxFrameBytes?: number } 
           metadata,
           ...(embed ? { embed: { inputs: ["a"], dimensions: embed.dimensions } } : {}),
         }),
-        ledger.open(runId),
+        watched,
       );
+      return {
+        outlet,
+        /**
+         * Resolves once the run waits for room again ("stalled") or has ended ("ended"), and
+         * the events it emitted left the outbox.
+         */
+        async pause(): Promise<"stalled" | "ended"> {
+          while (stalls === seen && !ended) await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+          seen = stalls;
+          await outboxFlushed();
+          return ended ? "ended" : "stalled";
+        },
+      };
     },
     /** The history row of `runId` once the run ended. */
     async ended(runId: string) {
@@ -122,18 +157,8 @@ async function until<T>(what: string, check: () => T | undefined | false): Promi
   }
 }
 
-/** Waits until `count()` stays the same across a few timer turns: the producer stopped. */
-async function settled(count: () => number): Promise<number> {
-  let last = -1;
-  let same = 0;
-  while (same < 3) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    const now = count();
-    same = now === last ? same + 1 : 0;
-    last = now;
-  }
-  return last;
-}
+/** Lets the outbox's end-of-task flush run. */
+const outboxFlushed = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 const bytesOf = (events: RunEvent[]) => events.reduce((n, e) => n + estimatedEventBytes(e), 0);
 
@@ -150,12 +175,11 @@ Deno.test("a run stops once its unacked events fill the window and goes on as th
   await using node = await ledgerNode();
   const edge = edgeLink(2_000);
   node.ledger.attach(edge.link, []);
-  node.start("r1", { tokens: 300 });
+  const run = node.start("r1", { tokens: 300 });
   let acked = 0;
   let stalls = 0;
-  while (!edge.events.some(isTerminal)) {
-    await settled(() => edge.events.length);
-    if (edge.events.some(isTerminal)) break;
+  while (await run.pause() === "stalled") {
+    assert.equal(edge.events.some(isTerminal), false);
     stalls++;
     const unacked = edge.events.filter((e) => e.seq > acked);
     const bytes = bytesOf(unacked);
@@ -178,8 +202,8 @@ Deno.test("a cancel ends a run that waits for its window; the cancellation still
   await using node = await ledgerNode();
   const edge = edgeLink(500);
   node.ledger.attach(edge.link, []);
-  node.start("r1", { tokens: 300 });
-  await settled(() => edge.events.length);
+  const run = node.start("r1", { tokens: 300 });
+  assert.equal(await run.pause(), "stalled");
   assert.equal(edge.events.some(isTerminal), false);
   assert.equal(node.core.cancelRun("r1", "client went away"), true);
   const last = await until("the cancellation", () => edge.events.find(isTerminal));
@@ -269,9 +293,71 @@ Deno.test("past the grace period held runs are cancelled with a reason naming ed
     [row.status, row.error?.message],
     ["cancelled", "link to edge lost for 100 ms (edge.resume_grace_ms)"],
   );
-  await until("the run to be forgotten", () => node.ledger.size === 0);
-  assert.deepEqual(node.ledger.held(), []);
+  assert.deepEqual(node.ledger.held(), [], "no longer offered");
   assert.ok(node.logs.some((l) => l.msg === "held runs cancelled" && l.level === "warn"));
+  // Kept until the next link (a registration under way may resume it), which does not.
+  assert.equal(node.ledger.size, 1);
+  const second = edgeLink(1 << 20);
+  node.ledger.attach(second.link, []);
+  assert.equal(node.ledger.size, 0);
+  await outboxFlushed();
+  assert.deepEqual(second.events, []);
+});
+
+Deno.test("a run whose grace runs out while a registration is under way still ends on the Edge", async () => {
+  await using node = await ledgerNode({ graceMs: 100 });
+  const first = edgeLink(1 << 20);
+  node.ledger.attach(first.link, []);
+  node.start("r1", { tokens: 10_000, token_delay_ms: 5 });
+  await until("some output", () => first.events.length >= 3);
+  node.ledger.detach();
+  // The registration lists the run; its answer comes only after the grace ran out.
+  assert.deepEqual(node.ledger.held().map((h) => h.runId), ["r1"]);
+  const row = await node.ended("r1");
+  const reason = "link to edge lost for 100 ms (edge.resume_grace_ms)";
+  assert.deepEqual([row.status, row.error?.message], ["cancelled", reason]);
+  const received = first.events.at(-1)!.seq;
+  // The Edge re-attached the run (and a second one the node never had): it waits for both.
+  const second = edgeLink(1 << 20);
+  node.ledger.attach(second.link, [
+    { runId: "r1", receivedSeq: received },
+    { runId: "ghost", receivedSeq: 4 },
+  ]);
+  await until("r1's end", () => second.of("r1").some(isTerminal));
+  const all = [...first.events, ...second.of("r1")];
+  assert.deepEqual(all.map((e) => e.seq), all.map((_, i) => i + 1), "every seq once");
+  const end = all.at(-1)!;
+  assert.deepEqual([end.type, end.type === "cancelled" && end.reason], ["cancelled", reason]);
+  await until("ghost's end", () => second.of("ghost").length > 0);
+  const ghost = second.of("ghost");
+  assert.deepEqual(ghost.map((e) => [e.seq, e.type]), [[5, "cancelled"]]);
+  assert.match(
+    ghost[0]!.type === "cancelled" ? ghost[0]!.reason : "",
+    /no longer had run ghost/,
+  );
+  node.ledger.ack("r1", end.seq);
+  assert.equal(node.ledger.size, 0);
+});
+
+Deno.test("after a resume, events the Edge received but its client did not take still fill the window", async () => {
+  await using node = await ledgerNode();
+  const first = edgeLink(2_000);
+  node.ledger.attach(first.link, []);
+  const run = node.start("r1", { tokens: 300 });
+  assert.equal(await run.pause(), "stalled");
+  node.ledger.detach();
+  // The Edge received every event, but its client took none: nothing was acknowledged.
+  const received = first.events.at(-1)!.seq;
+  const second = edgeLink(2_000);
+  node.ledger.attach(second.link, [{ runId: "r1", receivedSeq: received }]);
+  assert.notEqual(run.outlet.ready(), undefined, "a resume is no acknowledgement: still no room");
+  await outboxFlushed();
+  assert.equal(second.events.length, 0, "nothing sent again, nothing new");
+  // The client takes them: the run goes on, from where the Edge is.
+  node.ledger.ack("r1", received);
+  while (await run.pause() === "stalled") node.ledger.ack("r1", second.events.at(-1)!.seq);
+  assert.equal(second.events[0]!.seq, received + 1);
+  assertWhole([...first.events, ...second.events], mockAnswer(PROMPT, 300));
 });
 
 Deno.test("with edge.resume_grace_ms 0 a lost link cancels the runs at once, as before", async () => {
