@@ -1,7 +1,8 @@
 /**
  * Backpressure end to end, with real Edge and Node processes: a client that stops reading a
  * 300 MB stream makes the Node stop reading its backend (the per-run window on the node wire),
- * so neither process grows by more than 64 MB while another stream goes on to its end; after
+ * so neither process grows by more than 64 MB while another stream goes on to its end (and the
+ * backend streams little more than the window and the sockets' buffers); after
  * `runs.stall_timeout_ms` the Edge cancels the stalled run, the Node closes its backend request,
  * and the history says why. Over SSE (OpenAI) and NDJSON (Ollama) alike.
  * @module
@@ -20,6 +21,14 @@ const TOTAL_BYTES = 300 * MiB;
 /** Each SSE event carries this much content. */
 const DELTA_BYTES = 64 * 1024;
 const STALL_MS = 8_000;
+/** The Edge's default `runs.window_bytes`: what the Node sends a run ahead of its client. */
+const WINDOW_BYTES = 1 * MiB;
+/**
+ * What the backend may stream to a stalled client: the window, plus what the sockets on the way
+ * buffer (the Edge's to the client and the client's, the backend's to the Node and the Node's;
+ * a few MiB each on loopback). Runs measure 8-9.5 MiB; a leak past the window is tens of MiB.
+ */
+const STALLED_PRODUCED_BOUND = WINDOW_BYTES + 4 * 4 * MiB;
 
 /**
  * An OpenAI-compatible backend that streams `TOTAL_BYTES` of content as fast as its reader takes
@@ -244,6 +253,11 @@ for (const surface of SURFACES) {
       assert.match(paused.head, /^HTTP\/1\.1 200/);
       const produced = await settled("the backend to stop being read", () => backend.produced);
       assert.ok(produced < 64 * MiB, `the backend streamed ${produced} bytes to a stalled client`);
+      assert.ok(
+        produced < STALLED_PRODUCED_BOUND,
+        `the backend streamed ${produced} bytes to a stalled client, over the window and the ` +
+          `socket buffers (${STALLED_PRODUCED_BOUND})`,
+      );
 
       // Another stream on the same node and link goes on to its end meanwhile.
       let paced = "";

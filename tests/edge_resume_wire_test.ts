@@ -3,7 +3,9 @@
  * by hand (so each frame is the test's to choose) registers over TCP, drops its link mid-run
  * and registers again listing the runs it held. The Edge answers the window and the runs it
  * resumes, delivers each event once, batches its acks, and gives up on a node that does not
- * come back within `runs.resume_grace_ms`.
+ * come back within `runs.resume_grace_ms`. A node that closes its link while it talks has
+ * exited (its runs fail at once); one that closes it after a silence gave up on the link (its
+ * runs wait for it).
  * @module
  */
 import assert from "node:assert/strict";
@@ -117,9 +119,14 @@ class WireNode {
    * the Edge gives up on the link by its heartbeats and closes it.
    */
   async drop(): Promise<void> {
-    clearInterval(this.#heartbeat);
+    this.quiet();
     await this.reading;
     this.conn.close("cut");
+  }
+
+  /** Sends nothing more, heartbeats included, and keeps the link open. */
+  quiet(): void {
+    clearInterval(this.#heartbeat);
   }
 
   /** Ends the link from the node's side, as a node process that exits does. */
@@ -130,11 +137,11 @@ class WireNode {
   }
 }
 
-function edgeConfig(runs: Record<string, number>): RawConfig {
+function edgeConfig(runs: Record<string, number>, heartbeatMs = HEARTBEAT_MS): RawConfig {
   return {
     edge: { id: "edge-resume" },
     // Short heartbeats, so a node that goes silent is given up on soon.
-    wire: { heartbeat_interval_ms: HEARTBEAT_MS },
+    wire: { heartbeat_interval_ms: heartbeatMs },
     runs,
     nodes: [mockNode(NODE)],
   };
@@ -194,12 +201,13 @@ Deno.test("a run whose node link drops resumes on the node's new link; each even
   ]);
   await ended;
   assert.deepEqual(seen, ["started", "a", "b", "c", "completed"]);
-  // The new link was told what the Edge took, and the terminal event was acked.
+  // The registration answer told the new link what the Edge took; only the terminal event is
+  // acked on it (seq 4 is far below a quarter window).
   const acks = await until("the terminal ack", () => {
     const all = second.ackFrames.flat().map((a) => Number(a.seq));
     return all.includes(5) && all;
   });
-  assert.deepEqual(acks, [3, 5]);
+  assert.deepEqual(acks, [5]);
   await second.close();
 });
 
@@ -268,6 +276,46 @@ Deno.test("a node whose own end closes its link (its process ended) fails its ru
     terminal.type === "failed" ? terminal.message : "",
     /^Node 'n1' was lost while running: peer closed$/,
   );
+});
+
+Deno.test("a node that closes its link after a silence gave up on it: its run waits and resumes", async () => {
+  // Closed between two and three intervals of silence: before the Edge's own heartbeat check
+  // (three missed) closes the link, so the close the Edge sees is the node's.
+  const heartbeatMs = 1000;
+  await using edge = await startEdge({ tls: "off", config: edgeConfig({}, heartbeatMs) });
+  const disconnects: string[] = [];
+  edge.service.subscribe((e) => {
+    if (e.type === "node_disconnected") disconnects.push(e.reason);
+  });
+  const first = await WireNode.connect(edge);
+  const handle = await dispatch(edge);
+  const { seen, ended } = collect(handle);
+  await first.send(handle.runId, [{ ...started, seq: 1 }, { type: "output", text: "a", seq: 2 }]);
+  await until("the output", () => edge.service.getRun(handle.runId)?.lastSeq === 2);
+  first.quiet();
+  await until(
+    "the node to be silent for two heartbeat intervals",
+    () => Date.now() - edge.service.status().nodes[0]!.lastSeenMs > 2 * heartbeatMs + 50,
+  );
+  await first.close();
+  await until("the run to wait for its node", () => {
+    const node = edge.service.status().nodes[0]!;
+    return !node.connected && node.detachedRuns === 1;
+  });
+  assert.deepEqual(disconnects, ["peer closed"], "the close was the node's, not the heartbeats'");
+
+  const second = await WireNode.connect(edge, [[handle.runId, 3]]);
+  assert.deepEqual(
+    second.register.resumedRuns.map((r) => [r.runId, Number(r.receivedSeq)]),
+    [[handle.runId, 2]],
+  );
+  await second.send(handle.runId, [
+    { type: "output", text: "b", seq: 3 },
+    { type: "completed", finishReason: "stop", exitCode: 0, seq: 4 },
+  ]);
+  await ended;
+  assert.deepEqual(seen, ["started", "a", "b", "completed"]);
+  await second.close();
 });
 
 Deno.test("runs waiting for their node fail at once when the edge stops serving nodes", async () => {

@@ -6,26 +6,24 @@
  * An event counts as taken when the run hands it on (to its subscriber, or to the buffer its
  * `events()` iterator reads), unless the consumer said it is paused; the events handed while
  * paused count from the moment it resumes. Taken events are acknowledged by seq once they add up
- * to a quarter of the window, a terminal event at once. A consumer paused longer than the stall
- * timeout gets the run cancelled.
+ * to a quarter of the window, a terminal event at once; on a link without a window (0) nothing
+ * is acknowledged, as its node neither waits for credit nor retains events. A consumer paused
+ * for the whole stall timeout gets the run cancelled.
  * @module
  */
 import { AsyncQueue } from "../../shared/async_queue.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../shared/run.ts";
 import { estimatedEventBytes } from "../../shared/run_event_size.ts";
-import { DEFAULT_RUN_WINDOW_BYTES } from "./config.ts";
 import type { RunHandle } from "./ports.ts";
 
 /** Result of offering an event to a run. */
 export type Accepted = "accepted" | "stale" | "terminal";
 
-/** How a run credits its node: the service gives it the link's window and the way to ack. */
+/**
+ * How a run credits its node: the way to ack, and the stall timeout. The window it counts in is
+ * its link's, given by {@linkcode ActiveRun.attached} (at dispatch, and again on a resume).
+ */
 export interface RunFlow {
-  /**
-   * The window the run's node counts in (its link's `run_window_bytes`); 0: the node does not
-   * wait for credit, and acks only let it forget what it retains for a resume.
-   */
-  windowBytes: number;
   /** A consumer paused this long gets the run cancelled (`runs.stall_timeout_ms`). */
   stallTimeoutMs: number;
   /** Acknowledges the run's events up to `seq` to its node (batched per link by the transport). */
@@ -43,16 +41,9 @@ export interface RunInit {
   pooled?: boolean;
 }
 
-const STALL_REASON_START = "client read nothing for ";
-
 /** The reason a stalled run is cancelled with. */
 export function stallReason(stallTimeoutMs: number): string {
-  return `${STALL_REASON_START}${stallTimeoutMs} ms (runs.stall_timeout_ms)`;
-}
-
-/** True for the reason of a run cancelled for a stall ({@linkcode stallReason}). */
-export function isStallReason(reason: string): boolean {
-  return reason.startsWith(STALL_REASON_START);
+  return `client read nothing for ${stallTimeoutMs} ms (runs.stall_timeout_ms)`;
 }
 
 /** A dispatched run as the service tracks it. */
@@ -73,16 +64,22 @@ export class ActiveRun implements RunHandle {
   #finished = false;
   // Flow control (all unused without a flow).
   readonly #flow: RunFlow | undefined;
+  /** The window of the run's link (`run_window_bytes`); 0: nothing is acked. */
+  #windowBytes = 0;
   /** Taken bytes that trigger an ack: a quarter of the window. */
   #ackEveryBytes = 0;
   /** Bytes taken since the last ack, and the seq of the last event taken. */
-  #unackedBytes = 0;
+  #takenSinceAckBytes = 0;
   #takenSeq = 0;
   #paused = false;
+  /** When the consumer last said it is paused (Date.now); meaningful only while paused. */
+  #pausedAtMs = 0;
   /** Bytes handed on while paused, and the seq of the last of them. */
   #heldBytes = 0;
   #heldSeq = 0;
+  /** One timer per run, armed at a pause and left armed across resumes (see #stallCheck). */
   #stallTimer: ReturnType<typeof setTimeout> | undefined;
+  #stalled = false;
 
   constructor(init: RunInit, cancel: (reason: string) => void, flow?: RunFlow) {
     this.runId = init.runId;
@@ -93,7 +90,6 @@ export class ActiveRun implements RunHandle {
     this.pooled = init.pooled ?? false;
     this.#cancel = cancel;
     this.#flow = flow;
-    if (flow) this.#ackEveryBytes = ackEvery(flow.windowBytes);
   }
 
   /** Events in order, ending after the terminal one. */
@@ -131,6 +127,16 @@ export class ActiveRun implements RunHandle {
     return this.#paused;
   }
 
+  /** True once the run was cancelled as its consumer stayed paused for the stall timeout. */
+  get stalled(): boolean {
+    return this.#stalled;
+  }
+
+  /** The flow-control window of the run's link; 0 while it has none (nothing is acked). */
+  get windowBytes(): number {
+    return this.#windowBytes;
+  }
+
   /** Asks for cancellation. */
   cancel(reason = "cancelled by client"): void {
     if (!this.#finished) this.#cancel(reason);
@@ -138,7 +144,10 @@ export class ActiveRun implements RunHandle {
 
   /**
    * The consumer is paused (true) or reads again (false); the events handed meanwhile count as
-   * taken once it reads again. Paused for the stall timeout, the run is cancelled.
+   * taken once it reads again. Paused for the whole stall timeout, the run is cancelled.
+   *
+   * A slow consumer flips this per chunk it drains, so a flip costs no timer: the first pause
+   * arms one, which stays armed across resumes and, when it fires, checks the pause in force.
    */
   setReaderPaused(paused: boolean): void {
     if (this.#finished || paused === this.#paused) return;
@@ -146,29 +155,28 @@ export class ActiveRun implements RunHandle {
     const flow = this.#flow;
     if (!flow) return;
     if (paused) {
-      this.#stallTimer = setTimeout(() => {
-        this.#stallTimer = undefined;
-        this.cancel(stallReason(flow.stallTimeoutMs));
-      }, flow.stallTimeoutMs);
+      this.#pausedAtMs = Date.now();
+      this.#stallTimer ??= setTimeout(this.#stallCheck, flow.stallTimeoutMs);
       return;
     }
-    clearTimeout(this.#stallTimer);
-    this.#stallTimer = undefined;
     if (this.#heldSeq <= this.#takenSeq) return;
-    this.#unackedBytes += this.#heldBytes;
+    this.#takenSinceAckBytes += this.#heldBytes;
     this.#takenSeq = this.#heldSeq;
     this.#heldBytes = 0;
-    if (this.#unackedBytes >= this.#ackEveryBytes) this.#sendAck();
+    if (this.#windowBytes > 0 && this.#takenSinceAckBytes >= this.#ackEveryBytes) {
+      this.#sendAck();
+    }
   }
 
   /**
-   * The run is bound to a new link of its node (a resume), whose window may differ: the last
-   * ack is sent again on it, as one sent while the run had no link went nowhere.
+   * The run is bound to a link of its node (at dispatch, and a new one on a resume): from now on
+   * it acks in that link's window (0: not at all). Nothing is sent again on a new link: its
+   * registration answer told the node the last seq the Edge received, at least as far as any
+   * ack, and the node dropped what it retained up to there.
    */
   attached(windowBytes: number): void {
-    if (!this.#flow || this.#finished) return;
-    this.#ackEveryBytes = ackEvery(windowBytes);
-    if (this.#takenSeq > 0) this.#sendAck();
+    this.#windowBytes = windowBytes;
+    this.#ackEveryBytes = windowBytes / 4;
   }
 
   /** Offers an event from the node; out-of-order duplicates are dropped as stale. */
@@ -210,7 +218,7 @@ export class ActiveRun implements RunHandle {
     clearTimeout(this.#stallTimer);
     this.#stallTimer = undefined;
     // A terminal event is acknowledged at once, read or not: the node may forget the run.
-    if (fromNode && this.#flow) {
+    if (fromNode && this.#flow && this.#windowBytes > 0) {
       this.#takenSeq = event.seq;
       this.#sendAck();
     }
@@ -219,30 +227,43 @@ export class ActiveRun implements RunHandle {
     return "terminal";
   }
 
-  /** Counts an event handed on: taken, or held until the paused consumer reads again. */
+  /**
+   * Counts an event handed on: taken, or held until the paused consumer reads again. Acks come
+   * a quarter window apart, so the node never waits for a whole window's round trip.
+   */
   #taken(event: RunEvent): void {
+    if (this.#windowBytes === 0) return;
     const bytes = estimatedEventBytes(event);
     if (this.#paused) {
       this.#heldBytes += bytes;
       this.#heldSeq = event.seq;
       return;
     }
-    this.#unackedBytes += bytes;
+    this.#takenSinceAckBytes += bytes;
     this.#takenSeq = event.seq;
-    if (this.#unackedBytes >= this.#ackEveryBytes) this.#sendAck();
+    if (this.#takenSinceAckBytes >= this.#ackEveryBytes) this.#sendAck();
   }
 
   #sendAck(): void {
-    this.#unackedBytes = 0;
+    this.#takenSinceAckBytes = 0;
     this.#flow!.ack(this.#takenSeq);
   }
-}
 
-/**
- * Taken bytes between acks: a quarter of the window, so the node never waits for a whole
- * window's round trip; without a window, a quarter of the default, so what a node retains for a
- * resume stays bounded.
- */
-function ackEvery(windowBytes: number): number {
-  return (windowBytes > 0 ? windowBytes : DEFAULT_RUN_WINDOW_BYTES) / 4;
+  /**
+   * The stall timer fired: cancels the run when its consumer has been paused for the whole
+   * timeout; re-arms for the rest of it when the consumer paused again since; disarms when it
+   * reads (the next pause arms anew). Bound once per run, so re-arming allocates no closure.
+   */
+  readonly #stallCheck = (): void => {
+    this.#stallTimer = undefined;
+    if (this.#finished || !this.#paused) return;
+    const timeoutMs = this.#flow!.stallTimeoutMs;
+    const leftMs = this.#pausedAtMs + timeoutMs - Date.now();
+    if (leftMs > 0) {
+      this.#stallTimer = setTimeout(this.#stallCheck, leftMs);
+      return;
+    }
+    this.#stalled = true;
+    this.cancel(stallReason(timeoutMs));
+  };
 }

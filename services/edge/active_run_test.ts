@@ -14,7 +14,7 @@ function flowRun(windowBytes: number, stallTimeoutMs = 60_000) {
   const acks: number[] = [];
   const cancels: string[] = [];
   const cancelled = Promise.withResolvers<string>();
-  const flow: RunFlow = { windowBytes, stallTimeoutMs, ack: (seq) => acks.push(seq) };
+  const flow: RunFlow = { stallTimeoutMs, ack: (seq) => acks.push(seq) };
   const run = new ActiveRun(
     { runId: "run_1", nodeId: "n1", adapter: "mock", target: "m", startedAtMs: 0 },
     (reason) => {
@@ -23,6 +23,7 @@ function flowRun(windowBytes: number, stallTimeoutMs = 60_000) {
     },
     flow,
   );
+  run.attached(windowBytes);
   let seq = 0;
   const output = (text: string) =>
     run.offer({ type: "output", text, runId: "run_1", seq: ++seq, timestampMs: 0 });
@@ -117,23 +118,62 @@ Deno.test("a reader that reads again before the stall timeout keeps its run", st
 });
 
 Deno.test(
-  "without a window a run still acks, a quarter of the default apart, so its node may forget",
+  "on a link without a window a run acks nothing, its terminal event included",
   strict,
   () => {
     const text = "z".repeat(1000);
     const t = flowRun(0);
-    const perQuarter = Math.ceil(1024 * 1024 / 4 / bytesOf(text));
-    for (let i = 0; i < perQuarter; i++) t.output(text);
-    assert.deepEqual(t.acks, [perQuarter]);
+    for (let i = 0; i < 2000; i++) t.output(text);
+    t.run.setReaderPaused(true);
+    t.output(text);
+    t.run.setReaderPaused(false);
+    t.complete();
+    assert.deepEqual(t.acks, []);
+    assert.equal(t.seen.length, 2002, "every event reached the consumer");
   },
 );
 
-Deno.test("a run attached to a new link acks its last taken seq again there", strict, () => {
-  const t = flowRun(1024 * 1024);
-  t.output("a");
-  t.output("b");
-  t.run.attached(64 * 1024);
-  assert.deepEqual(t.acks, [2]);
-  assert.equal(t.run.lastSeq, 2);
-  assert.equal(t.run.produced, true);
-});
+Deno.test(
+  "a run attached to a new link acks in its window from then, sending nothing again",
+  strict,
+  () => {
+    const text = "w".repeat(100);
+    const t = flowRun(64 * bytesOf(text));
+    t.output(text);
+    t.output(text);
+    t.run.attached(4 * bytesOf(text));
+    assert.deepEqual(t.acks, [], "the registration answer already told the node what came");
+    assert.equal(t.run.windowBytes, 4 * bytesOf(text));
+    t.output(text);
+    assert.deepEqual(t.acks, [3], "a quarter of the new window, counting what was taken before");
+    assert.equal(t.run.lastSeq, 3);
+    assert.equal(t.run.produced, true);
+  },
+);
+
+Deno.test(
+  "a reader that pauses again and again is cancelled only once paused for the whole timeout",
+  strict,
+  async () => {
+    const stallMs = 150;
+    const t = flowRun(1024 * 1024, stallMs);
+    t.output("a");
+    // Flipping the whole time: each pause is short, so the first one's timer finds a later one.
+    const startedAt = Date.now();
+    let lastPauseAt = 0;
+    while (Date.now() - startedAt < 2 * stallMs) {
+      t.run.setReaderPaused(true);
+      lastPauseAt = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      t.run.setReaderPaused(false);
+    }
+    assert.deepEqual(t.cancels, [], "never paused for the whole timeout");
+    assert.equal(t.run.stalled, false);
+    t.run.setReaderPaused(true);
+    lastPauseAt = Date.now();
+    assert.equal(await t.cancelled, stallReason(stallMs));
+    assert.ok(Date.now() - lastPauseAt >= stallMs - 1, "cancelled a whole timeout after the pause");
+    assert.equal(t.run.stalled, true, "the handle says why it was cancelled");
+    t.run.finish({ type: "cancelled", reason: stallReason(stallMs) }, 0);
+  },
+);

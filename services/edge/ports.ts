@@ -77,6 +77,12 @@ export interface RunHandle {
    * not change the state are cheap no-ops; a finished run ignores them.
    */
   setReaderPaused(paused: boolean): void;
+  /**
+   * True once the Edge cancelled the run as its consumer stayed paused for
+   * `runs.stall_timeout_ms`: a surface frees what it buffers for that reader instead of
+   * writing the end of the answer behind it.
+   */
+  readonly stalled: boolean;
 }
 
 /** One row of a Node's run history, as the Node reported it. */

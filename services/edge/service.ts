@@ -45,6 +45,11 @@ import type { TenantMetrics } from "./tenants/tenant_metrics.ts";
 /** How long a cancelled run may take to confirm before the Edge ends it itself. */
 const CANCEL_GRACE_MS = 5_000;
 const COMMAND_TIMEOUT_MS = 10_000;
+/**
+ * Run ids a connection remembers having told to cancel as the Edge no longer knows them (one
+ * CancelRequest per run, not per event); past this the oldest is forgotten.
+ */
+const MAX_CANCELLED_UNKNOWN = 1024;
 
 /** Options of {@linkcode EdgeService}. */
 export interface EdgeServiceOptions {
@@ -133,6 +138,8 @@ export class EdgeService implements OpsGateway {
   #awaitsNodes = true;
   /** Connections the Edge closed for good (node removed, token changed): no run waits for them. */
   readonly #dropped = new WeakSet<NodeSession>();
+  /** Per connection, the runs unknown to the Edge it was told to cancel (until they end). */
+  readonly #cancelledUnknown = new WeakMap<NodeSession, Set<string>>();
   readonly #bus: EventBus;
   readonly #logger: Logger;
   readonly #metrics: EdgeMetrics | undefined;
@@ -253,19 +260,29 @@ export class EdgeService implements OpsGateway {
   /**
    * Forgets a node whose connection ended. Its runs worth waiting for (they sent output, or they
    * are not pool runs: a direct or CLI run may have had effects before any output) wait up to
-   * `runs.resume_grace_ms` for the node to register again and resume them; the others, and all
-   * of a node that was stopping or whose own end closed the link (`closedByNode`: its process
-   * ended, so its runs went with it), fail with NODE_LOST at once (a pool retries those
-   * elsewhere). A link that went silent (missed heartbeats) or broke is taken for a blip.
+   * `runs.resume_grace_ms` for the node to register again and resume them; the others fail with
+   * NODE_LOST at once (a pool retries those elsewhere).
+   *
+   * All runs fail at once when the node was stopping, or when it ended the link itself while it
+   * was still talking: the peer closed or reset the link (`peerClosed`) less than two heartbeat
+   * intervals after the Edge last read a frame from it, as when the node's process ends (killed,
+   * crashed: its runs went with it). Taken for a blip instead: a link the Edge gave up on
+   * (missed heartbeats) or that failed otherwise, and one the peer closed or reset after two
+   * heartbeat intervals or more in which nothing arrived from it (a node that gave up on a link
+   * cut both ways, a middlebox resetting a link gone quiet). A close that follows frames read
+   * just before it still counts as the node's exit, even when the node in fact gave up on the
+   * link: its frames kept coming while the Edge's did not reach it (a cut one way only), or the
+   * Edge read them late (it was paused).
    */
   nodeDisconnected(
     session: NodeSession,
     reason: string,
-    options: { closedByNode?: boolean } = {},
+    options: { peerClosed?: boolean } = {},
   ): void {
     if (!this.#registry.remove(session)) return;
     session.seat?.release(session.stopping === true);
-    this.#linkLost(session, reason, options.closedByNode ? "ended" : "lost");
+    const talking = this.#now() - session.lastSeenMs < 2 * this.#config.wire.heartbeatIntervalMs;
+    this.#linkLost(session, reason, options.peerClosed && talking ? "ended" : "lost");
     this.#metrics?.nodesConnected.set(this.#registry.size);
     this.#bus.publish({ type: "node_disconnected", atMs: this.#now(), nodeId: session.id, reason });
   }
@@ -290,22 +307,50 @@ export class EdgeService implements OpsGateway {
     return resumed;
   }
 
-  /** Relays one run event from a node. */
+  /**
+   * Relays one run event from a node. Events read on a connection no longer registered (a
+   * newer one of the node replaced it, and the old link still yields frames it had decoded) are
+   * dropped: they would settle against the old connection, and the node's resume sends them
+   * again on the new one.
+   */
   runEvent(session: NodeSession, event: RunEvent): void {
+    if (this.#registry.get(session.id) !== session) return;
     const run = this.#runs.get(event.runId);
     if (!run || run.nodeId !== session.id) {
       this.#logger.debug("run event for unknown run dropped", {
         node_id: session.id,
         run_id: event.runId,
       });
-      if (run) return;
-      // A run the Edge already ended (its cancel unanswered in time, or given up on): the node
-      // may forget it once it ended, and is told to end it while it goes on.
-      if (isTerminal(event)) session.link.ack(event.runId, event.seq);
-      else session.link.cancel(event.runId, `the edge no longer waits for run ${event.runId}`);
+      if (!run) this.#unknownRunEvent(session, event);
       return;
     }
     if (run.offer(event) === "terminal") this.#settle(run, session);
+  }
+
+  /**
+   * An event of a run the Edge already ended (its cancel unanswered in time, or given up on):
+   * the node is told once to end it while it goes on, and may forget it once it ended (acked
+   * only on a link with a window: without one the node retains nothing).
+   */
+  #unknownRunEvent(session: NodeSession, event: RunEvent): void {
+    if (!isTerminal(event)) {
+      this.#cancelUnknown(session, event.runId);
+      return;
+    }
+    this.#cancelledUnknown.get(session)?.delete(event.runId);
+    if ((session.runWindowBytes ?? 0) > 0) session.link.ack(event.runId, event.seq);
+  }
+
+  /** Tells the node to cancel a run the Edge no longer waits for, once per run and connection. */
+  #cancelUnknown(session: NodeSession, runId: string): void {
+    let cancelled = this.#cancelledUnknown.get(session);
+    if (!cancelled) this.#cancelledUnknown.set(session, cancelled = new Set());
+    if (cancelled.has(runId)) return;
+    if (cancelled.size >= MAX_CANCELLED_UNKNOWN) {
+      cancelled.delete(cancelled.values().next().value!);
+    }
+    cancelled.add(runId);
+    session.link.cancel(runId, noLongerWaits(runId));
   }
 
   // --- surfaces -------------------------------------------------------------------------------
@@ -388,7 +433,6 @@ export class EdgeService implements OpsGateway {
       },
       (reason) => this.cancelRun(runId, reason),
       {
-        windowBytes: session.runWindowBytes ?? 0,
         stallTimeoutMs: this.#config.runs.stallTimeoutMs,
         // To the node's connection of the moment; none while the run is detached.
         ack: (seq) => {
@@ -396,6 +440,7 @@ export class EdgeService implements OpsGateway {
         },
       },
     );
+    run.attached(session.runWindowBytes ?? 0);
     this.#runs.set(runId, run);
     session.inFlight++;
     this.#metrics?.runsStarted.inc();
@@ -810,7 +855,7 @@ export class EdgeService implements OpsGateway {
     for (const runId of resumed) {
       const run = this.#runs.get(runId);
       if (run?.nodeId === session.id && !run.finished) continue;
-      session.link.cancel(runId, `the edge no longer waits for run ${runId}`);
+      this.#cancelUnknown(session, runId);
     }
   }
 
@@ -849,6 +894,11 @@ export class EdgeService implements OpsGateway {
       });
     });
   }
+}
+
+/** Why the Edge cancels on a node a run it no longer knows (the node's history keeps it). */
+function noLongerWaits(runId: string): string {
+  return `the edge no longer waits for run ${runId}`;
 }
 
 /** What a node is sent of its record, as comparable text: everything but its token. */

@@ -178,7 +178,7 @@ Deno.test("a run with output waits for its node, and resumes on its new connecti
     resumed: [runId],
   });
   assert.deepEqual([fresh.inFlight, service.status().nodes[0]!.detachedRuns], [1, undefined]);
-  assert.deepEqual(link.acks, [[runId, 2]], "the new link is told what the Edge took");
+  assert.deepEqual(link.acks, [], "its registration answer told the node what the Edge took");
   // The node sends again what followed seq 2; a repeat of seq 2 is dropped.
   service.runEvent(fresh, event(runId, 2, { type: "output", text: "a" }));
   service.runEvent(fresh, event(runId, 3, { type: "output", text: "b" }));
@@ -296,6 +296,115 @@ Deno.test("a node replacing its still-registered connection keeps the runs it li
   );
   assert.equal((await kept.done).type, "completed");
   assert.equal(fresh.inFlight, 0);
+});
+
+Deno.test("events read on a replaced connection are dropped: the run settles on the new one", async () => {
+  const { service, sessions } = serviceWith(["n1"]);
+  const old = sessions.get("n1")!;
+  const handle = await service.dispatch(old, runInput({ adapter: "mock", target: "m" }));
+  service.runEvent(old, event(handle.runId, 1, { type: "output", text: "a" }));
+  const fresh = service.nodeConnected({
+    record: old.record,
+    link: new RecordingLink(),
+    version: "t",
+    hostname: "h",
+    resumed: [handle.runId],
+  });
+  // Frames the old link had decoded before it was closed: the node sends them again on the new.
+  service.runEvent(old, event(handle.runId, 2, { type: "output", text: "b" }));
+  service.runEvent(
+    old,
+    event(handle.runId, 3, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  assert.deepEqual([handle.lastSeq, fresh.inFlight, service.status().runsInFlight], [1, 1, 1]);
+  service.runEvent(fresh, event(handle.runId, 2, { type: "output", text: "b" }));
+  service.runEvent(
+    fresh,
+    event(handle.runId, 3, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  const texts: string[] = [];
+  for await (const e of handle.events()) if (e.type === "output") texts.push(e.text);
+  assert.deepEqual(texts, ["a", "b"]);
+  assert.deepEqual([fresh.inFlight, service.status().runsInFlight], [0, 0]);
+});
+
+Deno.test("a run the Edge no longer knows is cancelled on its node once, not per event", () => {
+  const { service, sessions } = serviceWith(["n1"]);
+  const old = sessions.get("n1")!;
+  const link = new RecordingLink();
+  // A link with a window: a terminal event of an unknown run is acked, so the node forgets it.
+  const session = service.nodeConnected({
+    record: old.record,
+    link,
+    version: "t",
+    hostname: "h",
+    runWindowBytes: 4096,
+    resumed: ["run_ended"],
+  });
+  const reason = (runId: string) => `the edge no longer waits for run ${runId}`;
+  assert.deepEqual(link.cancels, [["run_ended", reason("run_ended")]], "resumed, but ended");
+  for (let seq = 1; seq <= 3; seq++) {
+    service.runEvent(session, event("run_ended", seq, { type: "output", text: "x" }));
+    service.runEvent(session, event("run_gone", seq, { type: "output", text: "x" }));
+  }
+  assert.deepEqual(link.cancels, [
+    ["run_ended", reason("run_ended")],
+    ["run_gone", reason("run_gone")],
+  ]);
+  service.runEvent(
+    session,
+    event("run_gone", 4, { type: "cancelled", reason: reason("run_gone") }),
+  );
+  assert.deepEqual(link.acks, [["run_gone", 4]]);
+  // Its entry went with its terminal event: a later run of the same id is told again.
+  service.runEvent(session, event("run_gone", 5, { type: "output", text: "x" }));
+  assert.equal(link.cancels.length, 3);
+});
+
+Deno.test("a link without a window is sent no acks, not even for terminal events", async () => {
+  const { service, sessions, links } = serviceWith(["n1"]);
+  const n1 = sessions.get("n1")!;
+  const handle = await service.dispatch(n1, runInput({ adapter: "mock", target: "m" }));
+  for (let seq = 1; seq <= 100; seq++) {
+    service.runEvent(n1, event(handle.runId, seq, { type: "output", text: "x".repeat(10_000) }));
+  }
+  service.runEvent(
+    n1,
+    event(handle.runId, 101, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  service.runEvent(
+    n1,
+    event("run_gone", 1, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  assert.equal((await handle.done).type, "completed");
+  assert.deepEqual(links.get("n1")!.acks, []);
+});
+
+Deno.test("a node that closes its link while talking fails its runs; after a silence, they wait", async () => {
+  // serviceWith's clock stands at 1000; the heartbeat interval is the default 2000 ms.
+  const { service, sessions } = serviceWith(["n1"]);
+  const n1 = sessions.get("n1")!;
+  const ended = await service.dispatch(n1, runInput({ adapter: "mock", target: "m" }));
+  n1.lastSeenMs = 1_000 - 3_999;
+  service.nodeDisconnected(n1, "peer closed", { peerClosed: true });
+  const terminal = await ended.done;
+  assert.equal(
+    terminal.type === "failed" && terminal.message,
+    "Node 'n1' was lost while running: peer closed",
+  );
+
+  const back = service.nodeConnected({
+    record: n1.record,
+    link: new RecordingLink(),
+    version: "t",
+    hostname: "h",
+  });
+  const waits = await service.dispatch(back, runInput({ adapter: "mock", target: "m" }));
+  // Silent for two heartbeat intervals: the node gave up on the link, it did not exit.
+  back.lastSeenMs = 1_000 - 4_000;
+  service.nodeDisconnected(back, "peer reset", { peerClosed: true });
+  assert.equal(service.status().nodes[0]!.detachedRuns, 1);
+  assert.equal(service.cancelRun(waits.runId), true);
 });
 
 Deno.test("the Edge closing its node listener stops waiting: detached runs fail at once", async () => {

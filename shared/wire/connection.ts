@@ -268,9 +268,9 @@ export const PEER_CLOSED = "peer closed";
 export const PEER_RESET = "peer reset";
 
 /**
- * True for a close the peer's own end caused (its process closed the socket or died), as
- * opposed to one this side decided (missed heartbeats) or a network failure: a peer that ended
- * its connection is not expected back with what it had.
+ * True for a close the peer's end caused (it closed or reset the socket: its process ended, or
+ * it gave up on the link itself), as opposed to one this side decided (missed heartbeats) or a
+ * failed read; what that means for the peer's work is the caller's to judge.
  */
 export function closedByPeer(reason: string): boolean {
   return reason === PEER_CLOSED || reason === PEER_RESET;

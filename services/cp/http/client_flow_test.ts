@@ -15,6 +15,7 @@ import { EdgeRegistry } from "../registry.ts";
 import { openAuditStore } from "../store/audit_store.ts";
 import { createCpHttp } from "./app.ts";
 import { CLOSE_SLOW_CLIENT, type PushFlowOptions } from "./socket_flow.ts";
+import { until } from "../../../tests/util.ts";
 
 const TOKEN = "read-s3cret";
 /** Each status report carries this much, so a few fill a socket's buffers. */
@@ -225,7 +226,7 @@ async function openReader(port: number) {
   ws.send(JSON.stringify({ type: "auth", token: TOKEN, clientName: "reader" }));
   ws.send(JSON.stringify({ subscribe: {} }));
   ws.send(JSON.stringify({ correlationId: "9", statusRequest: {} }));
-  while (!subscribed) await new Promise((resolve) => setTimeout(resolve, 10));
+  await until("the reader's subscription to be answered", () => subscribed, 10_000, 10);
   return {
     reports,
     async close() {
@@ -245,12 +246,23 @@ Deno.test("a /client socket that reads nothing is closed with 1008 after the sta
 
   // The edge reports until the slow client is cut off; the reader takes every report.
   let last = 0;
-  while (!cp.logs.some((l) => l.includes("the client reads too slowly"))) {
-    last = cp.report();
-    await turn();
-  }
+  await until(
+    "the slow client to be cut off",
+    () => {
+      if (cp.logs.some((l) => l.includes("the client reads too slowly"))) return true;
+      last = cp.report();
+      return false;
+    },
+    10_000,
+    5,
+  );
   const after = cp.report();
-  while (reader.reports.at(-1) !== after) await turn();
+  await until(
+    "the reader to get the last report",
+    () => reader.reports.at(-1) === after,
+    10_000,
+    5,
+  );
   assert.deepEqual(reader.reports, [...reader.reports].sort((a, b) => a - b), "in order");
   await reader.close();
 

@@ -206,15 +206,17 @@ class ClientSession {
       case "subscribe":
         if (this.#unsubscribe.length > 0) return;
         this.#unsubscribe.push(
-          registry.subscribe((event) =>
-            this.#flow.push(() => this.#send(0n, { case: "event", value: event }), eventKey(event))
-          ),
-          commands.subscribe((update) =>
-            this.#flow.push(
-              () => this.#send(0n, { case: "commandUpdate", value: update }),
-              updateKey(update),
-            )
-          ),
+          registry.subscribe((event) => {
+            const msg: Msg = { case: "event", value: event };
+            // Sent at once while the client keeps up; wrapped (and keyed) only to be held.
+            if (this.#flow.sendsNow()) this.#send(0n, msg);
+            else this.#flow.push(() => this.#send(0n, msg), eventKey(event));
+          }),
+          commands.subscribe((update) => {
+            const msg: Msg = { case: "commandUpdate", value: update };
+            if (this.#flow.sendsNow()) this.#send(0n, msg);
+            else this.#flow.push(() => this.#send(0n, msg), updateKey(update));
+          }),
         );
         return;
       case "statusRequest": {
@@ -269,7 +271,8 @@ class ClientSession {
 
   /** Answers a request of the client, after anything held back for it. */
   #answer(correlationId: bigint, msg: Msg): void {
-    this.#flow.answer(() => this.#send(correlationId, msg));
+    if (this.#flow.sendsNow()) this.#send(correlationId, msg);
+    else this.#flow.answer(() => this.#send(correlationId, msg));
   }
 
   /** Sends at once, whatever the socket holds (the flow calls it when it may). */

@@ -75,7 +75,7 @@ export class PushFlow {
    * older one held under it; without, as one of the newest events.
    */
   push(send: Send, key?: string): void {
-    if (this.#sendsNow()) return send();
+    if (this.sendsNow()) return send();
     if (key === undefined) {
       this.#hold(`e:${this.#seq++}`, send);
       if (++this.#heldEvents > MAX_HELD_EVENTS) this.#dropOldestEvent();
@@ -88,7 +88,7 @@ export class PushFlow {
 
   /** Sends an answer to the client's request now, or after what is held; never dropped. */
   answer(send: Send): void {
-    if (this.#sendsNow()) return send();
+    if (this.sendsNow()) return send();
     this.#hold(`a:${this.#seq++}`, send);
   }
 
@@ -101,8 +101,12 @@ export class PushFlow {
     this.#timer = undefined;
   }
 
-  /** True when nothing is held and the socket is below the bound (the hot path). */
-  #sendsNow(): boolean {
+  /**
+   * True when a push or answer would go out at once: nothing is held and the socket is below
+   * the bound. The hot path: a caller that checks this first sends without wrapping the message
+   * in a closure for {@linkcode push}.
+   */
+  sendsNow(): boolean {
     if (this.#stopped) return false;
     return this.#held.size === 0 && this.#socket.bufferedAmount <= this.#options.maxBufferedBytes;
   }

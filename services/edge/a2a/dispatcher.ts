@@ -191,9 +191,10 @@ function sse(
   drivesRun: boolean,
 ): Response {
   const encoder = new TextEncoder();
-  const frame = (body: Record<string, unknown>) =>
-    encoder.encode(`data: ${JSON.stringify({ jsonrpc: "2.0", id, ...body })}\n\n`);
-  const update = (u: TaskUpdate) => frame({ result: dialect.encodeStreamUpdate(u) });
+  // Each frame's envelope is built as it is sent: one object per frame on the hot path.
+  const frame = (result: unknown) =>
+    encoder.encode(`data: ${JSON.stringify({ jsonrpc: "2.0", id, result })}\n\n`);
+  const update = (u: TaskUpdate) => frame(dialect.encodeStreamUpdate(u));
   const { snapshot } = watch;
   const log = ctx.logger.with({ agent_id: ctx.agent.id, task_id: snapshot.id });
   const maxBufferedBytes = ctx.tasks.streamBufferBytes + (drivesRun ? 4 * ctx.windowBytes : 0);
@@ -204,14 +205,18 @@ function sse(
   }, {
     onFull: (full) => watch.setReaderPaused(full),
     lagFrame: (maxBytes) =>
-      frame({
-        error: {
-          code: RPC_CODE.OVERLOADED,
-          message: `Overloaded: this stream fell more than ${maxBytes} bytes behind task ` +
-            `'${snapshot.id}' and was closed; the task goes on: get it, or subscribe to it again`,
-          data: { reason: "slow_consumer", taskId: snapshot.id, maxBufferedBytes: maxBytes },
-        },
-      }),
+      encoder.encode(`data: ${
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id,
+          error: {
+            code: RPC_CODE.OVERLOADED,
+            message: `Overloaded: this stream fell more than ${maxBytes} bytes behind task ` +
+              `'${snapshot.id}' and was closed; the task goes on: get it, or subscribe to it again`,
+            data: { reason: "slow_consumer", taskId: snapshot.id, maxBufferedBytes: maxBytes },
+          },
+        })
+      }\n\n`),
     onDetach: (reason) => {
       // A stalled stream leaves its run paused: the Edge cancels the run once it has been
       // paused for runs.stall_timeout_ms, as on every surface, and the task says why.
@@ -228,7 +233,7 @@ function sse(
       }
     },
   });
-  stream.send(frame({ result: dialect.encodeStreamTask(snapshot) }));
+  stream.send(frame(dialect.encodeStreamTask(snapshot)));
   if (isFinalState(snapshot.status.state)) {
     // A 0.3 client waits for `final: true`; a task already finished still sends one.
     stream.end(

@@ -14,7 +14,6 @@ import {
   type ToolCall,
   type Usage,
 } from "../../../shared/run.ts";
-import { isStallReason } from "../active_run.ts";
 import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
 import { holdLease } from "../tenants/limiter.ts";
 import type { TenantRecord } from "../tenants/tenant.ts";
@@ -315,7 +314,7 @@ export function streamBody(
       }
       run.events.subscribe((event) => {
         if (closed) return;
-        if (event.type === "cancelled" && isStallReason(event.reason)) {
+        if (event.type === "cancelled" && run.handle.stalled) {
           // Nobody reads what the body holds: dropping it frees the memory.
           pending = "";
           finish(errorOf(event));

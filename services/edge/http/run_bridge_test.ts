@@ -15,6 +15,7 @@ class FakeRun implements RunHandle {
   readonly target = "echo";
   readonly done = new Promise<never>(() => {});
   readonly cancelled: string[] = [];
+  stalled = false;
   #seq = 0;
   #listener: ((event: RunEvent) => void) | undefined;
   readonly #early: RunEvent[] = [];
@@ -247,6 +248,7 @@ Deno.test("streamBody errors its body, dropping what it holds, when the run is c
     await tick();
   }
   assert.deepEqual(run.pauses, [true]);
+  run.stalled = true;
   run.emit({
     type: "cancelled",
     reason: "client read nothing for 30000 ms (runs.stall_timeout_ms)",

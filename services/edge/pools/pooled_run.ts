@@ -67,6 +67,11 @@ export class PooledRun implements RunHandle {
     return this.#current.target;
   }
 
+  /** True once the current attempt was cancelled for a stalled reader. */
+  get stalled(): boolean {
+    return this.#current.stalled;
+  }
+
   /** Events of every attempt, minus the failure that triggered a retry. */
   events(): AsyncIterable<RunEvent> {
     return this.#queue;

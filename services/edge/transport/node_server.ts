@@ -263,7 +263,7 @@ async function serveSession(
     conn.close();
     reason = await conn.closed;
     pending.rejectAll(new IopError("NODE_LOST", `Node '${record.id}' disconnected: ${reason}`));
-    service.nodeDisconnected(session, reason, { closedByNode: closedByPeer(reason) });
+    service.nodeDisconnected(session, reason, { peerClosed: closedByPeer(reason) });
     log.info("node disconnected", { reason });
   }
 }
