@@ -27,7 +27,7 @@ export interface RunFlow {
   /** A consumer paused this long gets the run cancelled (`runs.stall_timeout_ms`). */
   stallTimeoutMs: number;
   /** Acknowledges the run's events up to `seq` to its node (batched per link by the transport). */
-  ack: (seq: number) => void;
+  ack: (seq: number, final: boolean) => void;
 }
 
 /** What the service knows of a run when it dispatches it. */
@@ -217,10 +217,11 @@ export class ActiveRun implements RunHandle {
     this.#finished = true;
     clearTimeout(this.#stallTimer);
     this.#stallTimer = undefined;
-    // A terminal event is acknowledged at once, read or not: the node may forget the run.
+    // A terminal event is acknowledged read or not, so the node may forget the run; nothing
+    // waits on that ack, so the transport may send it with the link's next frame.
     if (fromNode && this.#flow && this.#windowBytes > 0) {
       this.#takenSeq = event.seq;
-      this.#sendAck();
+      this.#sendAck(true);
     }
     this.#queue.end();
     this.#done.resolve(event);
@@ -244,9 +245,9 @@ export class ActiveRun implements RunHandle {
     if (this.#takenSinceAckBytes >= this.#ackEveryBytes) this.#sendAck();
   }
 
-  #sendAck(): void {
+  #sendAck(final = false): void {
     this.#takenSinceAckBytes = 0;
-    this.#flow!.ack(this.#takenSeq);
+    this.#flow!.ack(this.#takenSeq, final);
   }
 
   /**

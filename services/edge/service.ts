@@ -338,7 +338,7 @@ export class EdgeService implements OpsGateway {
       return;
     }
     this.#cancelledUnknown.get(session)?.delete(event.runId);
-    if ((session.runWindowBytes ?? 0) > 0) session.link.ack(event.runId, event.seq);
+    if ((session.runWindowBytes ?? 0) > 0) session.link.ack(event.runId, event.seq, true);
   }
 
   /** Tells the node to cancel a run the Edge no longer waits for, once per run and connection. */
@@ -435,8 +435,8 @@ export class EdgeService implements OpsGateway {
       {
         stallTimeoutMs: this.#config.runs.stallTimeoutMs,
         // To the node's connection of the moment; none while the run is detached.
-        ack: (seq) => {
-          if (!this.#detached.has(runId)) this.#registry.get(nodeId)?.link.ack(runId, seq);
+        ack: (seq, final) => {
+          if (!this.#detached.has(runId)) this.#registry.get(nodeId)?.link.ack(runId, seq, final);
         },
       },
     );

@@ -276,6 +276,11 @@ export function streamBody(
   let closed = false;
   /** What the run was last told: the body is full and the client does not read. */
   let paused = false;
+  /**
+   * Settles the pending `pull`. The stream calls `pull` whenever it has room, so after every
+   * chunk; held pending, it is called again only once the body was full and has room again.
+   */
+  let release: (() => void) | undefined;
   let controller: ReadableStreamDefaultController<Uint8Array>;
   const flush = () => {
     scheduled = false;
@@ -285,6 +290,8 @@ export function streamBody(
     if (!paused && controller.desiredSize! <= 0) {
       paused = true;
       run.handle.setReaderPaused(true);
+      release?.();
+      release = undefined;
     }
   };
   const out = (text: string) => {
@@ -298,6 +305,7 @@ export function streamBody(
     if (closed) return;
     flush();
     closed = true;
+    release?.();
     onEnd();
     if (err === undefined) controller.close();
     else controller.error(err);
@@ -328,13 +336,17 @@ export function streamBody(
       });
     },
     pull() {
-      if (!paused) return;
-      paused = false;
-      run.handle.setReaderPaused(false);
+      if (paused) {
+        paused = false;
+        run.handle.setReaderPaused(false);
+      }
+      if (closed) return;
+      return new Promise<void>((resolve) => release = resolve);
     },
     cancel() {
       if (closed) return;
       closed = true;
+      release?.();
       run.handle.cancel("client went away");
       onEnd();
     },

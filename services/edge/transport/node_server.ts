@@ -42,6 +42,12 @@ import type { NodeSession } from "../nodes/registry.ts";
 import type { NodeCommand, NodeCommandResult, NodeLink } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
 
+/**
+ * Longest a final ack (of a terminal event, which nothing waits for) waits for a frame to the
+ * node to travel with; a node holds a finished run's events until then.
+ */
+const ACK_LINGER_MS = 50;
+
 /** Largest frame a node may send before it has registered (a register request is ~200 B). */
 const REGISTER_FRAME_MAX_BYTES = 16 * 1024;
 
@@ -423,10 +429,12 @@ function createLink(
   pending: PendingRequests<NodeCommandResponse>,
   payloadSettings: PayloadSettings,
 ): NodeLink {
-  const ack = batchAcks(conn);
+  const acks = batchAcks(conn);
   return {
-    run: (runId, input) =>
-      conn.send(create(NodeEnvelopeSchema, {
+    run: (runId, input) => {
+      // The frames leave in one write: a run's request carries the acks of the runs before it.
+      acks.beforeSend();
+      return conn.send(create(NodeEnvelopeSchema, {
         msg: { case: "runRequest", value: toRunRequest(runId, input) },
       })).catch((err) => {
         if (!(err instanceof OversizeSendError)) throw err;
@@ -436,13 +444,14 @@ function createLink(
             `limit of ${err.limit} bytes (wire.max_frame_bytes)`,
           { cause: err },
         );
-      }),
+      });
+    },
     cancel: (runId, reason) => {
       conn.send(create(NodeEnvelopeSchema, {
         msg: { case: "cancelRequest", value: { runId, reason } },
       })).catch(() => {});
     },
-    ack,
+    ack: acks.ack,
     command: async (command, timeoutMs) => {
       const { id, response } = pending.open(timeoutMs, `node command ${command.type}`);
       await conn.send(create(NodeEnvelopeSchema, {
@@ -469,11 +478,17 @@ function createLink(
  * The link's `ack`: acks given during one turn of the event loop leave together, one RunAcks
  * frame after the current microtasks, with the highest seq given for each run.
  */
-function batchAcks(conn: Conn): (runId: string, seq: number) => void {
+function batchAcks(conn: Conn): RunAcker {
   const acks = new Map<string, number>();
-  let scheduled = false;
+  /** A credit is due: the acks leave at the end of this turn. */
+  let soon = false;
+  /** Only final acks are due: they wait for the next frame, or ACK_LINGER_MS at most. */
+  let lingering: ReturnType<typeof setTimeout> | undefined;
   const flush = () => {
-    scheduled = false;
+    soon = false;
+    clearTimeout(lingering);
+    lingering = undefined;
+    if (acks.size === 0) return;
     const batch = [];
     for (const [runId, seq] of acks) batch.push({ runId, seq: BigInt(seq) });
     acks.clear();
@@ -482,12 +497,27 @@ function batchAcks(conn: Conn): (runId: string, seq: number) => void {
       msg: { case: "runAcks", value: { acks: batch } },
     })).catch(() => {});
   };
-  return (runId, seq) => {
-    if ((acks.get(runId) ?? 0) < seq) acks.set(runId, seq);
-    if (scheduled) return;
-    scheduled = true;
-    queueMicrotask(flush);
+  return {
+    ack: (runId, seq, final) => {
+      if ((acks.get(runId) ?? 0) < seq) acks.set(runId, seq);
+      if (soon) return;
+      if (!final) {
+        soon = true;
+        queueMicrotask(flush);
+      } else if (lingering === undefined) {
+        lingering = setTimeout(flush, ACK_LINGER_MS);
+      }
+    },
+    beforeSend: () => {
+      if (lingering !== undefined) flush();
+    },
   };
+}
+
+/** The acks of one link: `beforeSend` puts the due ones ahead of a frame about to leave. */
+interface RunAcker {
+  ack(runId: string, seq: number, final: boolean): void;
+  beforeSend(): void;
 }
 
 function toWireCommand(command: NodeCommand): NodeCommandRequest {
