@@ -148,7 +148,7 @@ export interface NodeLink {
    * Acknowledges run `runId`'s events up to `seq` (node.proto, "Flow control"): the node may
    * send that much more and forget what it kept of them for a resume. The transport sends the
    * acks of one turn in one frame; a `final` one (of a terminal event: nothing waits for it)
-   * may wait for the link's next frame, a little while at most. Acks are dropped while the link
+   * waits for the link's next frame, a heartbeat at the latest. Acks are dropped while the link
    * is down.
    */
   ack(runId: string, seq: number, final: boolean): void;

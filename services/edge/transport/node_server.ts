@@ -42,12 +42,6 @@ import type { NodeSession } from "../nodes/registry.ts";
 import type { NodeCommand, NodeCommandResult, NodeLink } from "../ports.ts";
 import type { EdgeService } from "../service.ts";
 
-/**
- * Longest a final ack (of a terminal event, which nothing waits for) waits for a frame to the
- * node to travel with; a node holds a finished run's events until then.
- */
-const ACK_LINGER_MS = 50;
-
 /** Largest frame a node may send before it has registered (a register request is ~200 B). */
 const REGISTER_FRAME_MAX_BYTES = 16 * 1024;
 
@@ -149,24 +143,26 @@ async function serveNode(
     return;
   }
   const pending = new PendingRequests<NodeCommandResponse>();
+  const acks = batchAcks(conn);
   let session: NodeSession;
   try {
-    session = await acceptNode(conn, { request, verdict, pending }, options, admitted);
+    session = await acceptNode(conn, { request, verdict, pending, acks }, options, admitted);
   } catch (err) {
     // Until the service took the node, the id it was admitted under is free again.
     verdict.seat.release();
     throw err;
   }
-  await serveSession(conn, { session, pending, messages }, options);
+  await serveSession(conn, { session, pending, messages, acks }, options);
 }
 
 /** Answers an admitted node with its configuration and hands it to the service. */
 async function acceptNode(
   conn: Conn,
-  { request, verdict, pending }: {
+  { request, verdict, pending, acks }: {
     request: RegisterRequest;
     verdict: Extract<Admission, { ok: true }>;
     pending: PendingRequests<NodeCommandResponse>;
+    acks: RunAcker;
   },
   options: NodeServerOptions,
   admitted: () => void,
@@ -205,7 +201,7 @@ async function acceptNode(
   admitted();
   return service.nodeConnected({
     record,
-    link: createLink(conn, pending, payloadSettings),
+    link: createLink(conn, pending, acks, payloadSettings),
     seat: verdict.seat,
     version: request.version,
     hostname: request.host?.hostname ?? "",
@@ -218,10 +214,11 @@ async function acceptNode(
 /** Serves a registered node's link until it closes. */
 async function serveSession(
   conn: Conn,
-  { session, pending, messages }: {
+  { session, pending, messages, acks }: {
     session: NodeSession;
     pending: PendingRequests<NodeCommandResponse>;
     messages: AsyncGenerator<NodeEnvelope>;
+    acks: RunAcker;
   },
   options: NodeServerOptions,
 ): Promise<void> {
@@ -237,6 +234,7 @@ async function serveSession(
   const heartbeat = startHeartbeat({
     intervalMs: wire.heartbeatIntervalMs,
     send: () => {
+      acks.beforeSend();
       conn.send(create(NodeEnvelopeSchema, {
         msg: { case: "heartbeat", value: { sentAtMs: BigInt(Date.now()) } },
       })).catch(() => {});
@@ -427,9 +425,9 @@ function handleNodeEvent(
 function createLink(
   conn: Conn,
   pending: PendingRequests<NodeCommandResponse>,
+  acks: RunAcker,
   payloadSettings: PayloadSettings,
 ): NodeLink {
-  const acks = batchAcks(conn);
   return {
     run: (runId, input) => {
       // The frames leave in one write: a run's request carries the acks of the runs before it.
@@ -482,12 +480,8 @@ function batchAcks(conn: Conn): RunAcker {
   const acks = new Map<string, number>();
   /** A credit is due: the acks leave at the end of this turn. */
   let soon = false;
-  /** Only final acks are due: they wait for the next frame, or ACK_LINGER_MS at most. */
-  let lingering: ReturnType<typeof setTimeout> | undefined;
   const flush = () => {
     soon = false;
-    clearTimeout(lingering);
-    lingering = undefined;
     if (acks.size === 0) return;
     const batch = [];
     for (const [runId, seq] of acks) batch.push({ runId, seq: BigInt(seq) });
@@ -500,21 +494,17 @@ function batchAcks(conn: Conn): RunAcker {
   return {
     ack: (runId, seq, final) => {
       if ((acks.get(runId) ?? 0) < seq) acks.set(runId, seq);
-      if (soon) return;
-      if (!final) {
-        soon = true;
-        queueMicrotask(flush);
-      } else if (lingering === undefined) {
-        lingering = setTimeout(flush, ACK_LINGER_MS);
-      }
+      // Final acks wait for the next frame to the node (a run request, a heartbeat at the
+      // latest): nothing waits on them, and a run costs no frame of its own.
+      if (final || soon) return;
+      soon = true;
+      queueMicrotask(flush);
     },
-    beforeSend: () => {
-      if (lingering !== undefined) flush();
-    },
+    beforeSend: flush,
   };
 }
 
-/** The acks of one link: `beforeSend` puts the due ones ahead of a frame about to leave. */
+/** The acks of one link: `beforeSend` puts those waiting ahead of a frame about to leave. */
 interface RunAcker {
   ack(runId: string, seq: number, final: boolean): void;
   beforeSend(): void;
