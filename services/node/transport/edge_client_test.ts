@@ -18,12 +18,12 @@ import { FrameConnection } from "../../../shared/wire/connection.ts";
 import { plainLink } from "../../../shared/wire/link.ts";
 import { adapterCatalog } from "../adapters/catalog.ts";
 import { mockAdapterFactory, mockAnswer } from "../adapters/mock.ts";
-import { buildAdapterRegistry } from "../adapters/registry.ts";
+import { type AdapterFactories, buildAdapterRegistry } from "../adapters/registry.ts";
 import { NodeCore } from "../node.ts";
 import { DEFAULT_NODE_POLICY, type NodePolicy } from "../policy.ts";
 import { openRunStore } from "../store/sqlite_store.ts";
 import { until } from "../../../tests/util.ts";
-import { startEdgeClient } from "./edge_client.ts";
+import { type EdgeClientOptions, startEdgeClient } from "./edge_client.ts";
 
 /** What {@linkcode framesOfOneRun} runs: its adapter's kind and settings, and its input. */
 interface OneRun {
@@ -46,6 +46,34 @@ const POLICY: NodePolicy = {
   isDefault: false,
 };
 
+/** A NodeCore (mock adapters, history in memory) and its Edge client dialing `edgeAddress`. */
+function startNode(
+  edgeAddress: EdgeClientOptions["edgeAddress"],
+  options: Partial<EdgeClientOptions> & { policy?: NodePolicy; catalog?: AdapterFactories } = {},
+) {
+  const { policy = DEFAULT_NODE_POLICY, catalog = { mock: mockAdapterFactory }, ...rest } = options;
+  const logger = createLogger("test", { level: "error" });
+  const store = openRunStore(":memory:");
+  const core = new NodeCore({
+    nodeId: "n1",
+    store,
+    logger,
+    buildAdapters: (c) => buildAdapterRegistry(c, catalog),
+    policy,
+  });
+  const client = startEdgeClient({
+    edgeAddress,
+    tls: undefined,
+    nodeId: "n1",
+    token: "t",
+    version: "test",
+    core,
+    logger,
+    ...rest,
+  });
+  return { store, core, client };
+}
+
 /**
  * Registers one node with a fake Edge, runs one run, and returns the frames it sent until the
  * run ended. `maxFrameBytes` is the frame limit of both ends (the Edge closes a link that sends
@@ -57,23 +85,9 @@ async function framesOfOneRun(
   maxFrameBytes = DEFAULT_MAX_FRAME_BYTES,
 ): Promise<NodeEnvelope["msg"][]> {
   using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const logger = createLogger("test", { level: "error" });
-  const store = openRunStore(":memory:");
-  const core = new NodeCore({
-    nodeId: "n1",
-    store,
-    logger,
-    buildAdapters: (c) => buildAdapterRegistry(c, adapterCatalog()),
+  const { store, client } = startNode(`127.0.0.1:${listener.addr.port}`, {
     policy: POLICY,
-  });
-  const client = startEdgeClient({
-    edgeAddress: `127.0.0.1:${listener.addr.port}`,
-    tls: undefined,
-    nodeId: "n1",
-    token: "t",
-    version: "test",
-    core,
-    logger,
+    catalog: adapterCatalog(),
     maxFrameBytes,
   });
   const conn = new FrameConnection(plainLink(await listener.accept()), {
@@ -260,23 +274,7 @@ async function acceptNode(listener: Deno.TcpListener) {
 
 Deno.test("a draining node tells its Edge, again after a redial, and refuses a run that still comes", async () => {
   using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const logger = createLogger("test", { level: "error" });
-  const store = openRunStore(":memory:");
-  const core = new NodeCore({
-    nodeId: "n1",
-    store,
-    logger,
-    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
-    policy: DEFAULT_NODE_POLICY,
-  });
-  const client = startEdgeClient({
-    edgeAddress: `127.0.0.1:${listener.addr.port}`,
-    tls: undefined,
-    nodeId: "n1",
-    token: "t",
-    version: "test",
-    core,
-    logger,
+  const { store, core, client } = startNode(`127.0.0.1:${listener.addr.port}`, {
     backoffInitialMs: 10,
     backoffMaxMs: 20,
   });
@@ -402,23 +400,7 @@ async function flowLink(listener: { accept(): Promise<Deno.Conn> }) {
 
 Deno.test("the node honours the Edge's window and acks, and resumes a held run on the next link", async () => {
   using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const logger = createLogger("test", { level: "error" });
-  const store = openRunStore(":memory:");
-  const core = new NodeCore({
-    nodeId: "n1",
-    store,
-    logger,
-    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
-    policy: DEFAULT_NODE_POLICY,
-  });
-  const client = startEdgeClient({
-    edgeAddress: `127.0.0.1:${listener.addr.port}`,
-    tls: undefined,
-    nodeId: "n1",
-    token: "t",
-    version: "test",
-    core,
-    logger,
+  const { store, core, client } = startNode(`127.0.0.1:${listener.addr.port}`, {
     backoffInitialMs: 10,
     backoffMaxMs: 20,
     resumeGraceMs: 60_000,
@@ -504,27 +486,10 @@ Deno.test("a node holding runs redials their Edge after a failed dial, and goes 
   const active = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   using standbyListener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const standby = acceptQueue(standbyListener);
-  const logger = createLogger("test", { level: "error" });
-  const store = openRunStore(":memory:");
-  const core = new NodeCore({
-    nodeId: "n1",
-    store,
-    logger,
-    buildAdapters: (c) => buildAdapterRegistry(c, { mock: mockAdapterFactory }),
-    policy: DEFAULT_NODE_POLICY,
-  });
-  const client = startEdgeClient({
-    edgeAddress: [`127.0.0.1:${active.addr.port}`, `127.0.0.1:${standbyListener.addr.port}`],
-    tls: undefined,
-    nodeId: "n1",
-    token: "t",
-    version: "test",
-    core,
-    logger,
-    backoffInitialMs: 10,
-    backoffMaxMs: 20,
-    resumeGraceMs: 60_000,
-  });
+  const { store, core, client } = startNode([
+    `127.0.0.1:${active.addr.port}`,
+    `127.0.0.1:${standbyListener.addr.port}`,
+  ], { backoffInitialMs: 10, backoffMaxMs: 20, resumeGraceMs: 60_000 });
   let activeOpen = true;
   try {
     const first = await flowLink(active);
