@@ -12,6 +12,7 @@ import type { NodeSession } from "./nodes/registry.ts";
 import type { EdgeEvent, NodeLink } from "./ports.ts";
 import { admitNode } from "./nodes/admission.ts";
 import { EdgeService } from "./service.ts";
+import { until } from "../../tests/util.ts";
 
 /** A node link that records what the Edge sends. */
 class RecordingLink implements NodeLink {
@@ -77,12 +78,6 @@ function serviceWith(nodes: string[], runs: Record<string, number> = {}) {
 
 const event = (runId: string, seq: number, e: Record<string, unknown>) =>
   ({ runId, seq, timestampMs: 1_000, ...e }) as RunEvent;
-
-/** Waits (a macrotask at a time) until `check` holds. */
-async function until(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 1000 && !check(); i++) await new Promise((r) => setTimeout(r, 1));
-  assert.ok(check(), "the condition never held");
-}
 
 Deno.test("EdgeService relays a run's events in order and ends it at the terminal one", async () => {
   const { service, links, sessions, events } = serviceWith(["n1"]);
@@ -207,7 +202,7 @@ Deno.test("a pool run with no output yet fails over to another node at once", as
   );
   service.nodeDisconnected(sessions.get(first)!, "connection reset");
   // The retry runs on the other node.
-  await until(() => handle.nodeId === other);
+  await until("the run to fail over to the other node", () => handle.nodeId === other);
   assert.equal(links.get(other)!.runs.length, 1);
   assert.equal(service.status().nodes.find((n) => n.id === first)!.detachedRuns, undefined);
   const retry = handle.runId;

@@ -19,6 +19,7 @@ import { DEFAULT_NODE_POLICY } from "../policy.ts";
 import { openRunStore } from "../store/sqlite_store.ts";
 import { eventOutbox } from "./event_outbox.ts";
 import { type LedgerLink, RunLedger } from "./run_ledger.ts";
+import { until } from "../../../tests/util.ts";
 
 const PROMPT = "hold on";
 
@@ -144,17 +145,6 @@ function edgeLink(windowBytes: number) {
     events,
     of: (runId: string) => events.filter((e) => e.runId === runId),
   };
-}
-
-/** Polls `check` until it holds (a safety bound only: no assertion on time). */
-async function until<T>(what: string, check: () => T | undefined | false): Promise<T> {
-  const deadline = performance.now() + 10_000;
-  while (true) {
-    const value = check();
-    if (value !== undefined && value !== false) return value;
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 /** Lets the outbox's end-of-task flush run. */
