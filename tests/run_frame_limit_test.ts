@@ -3,7 +3,8 @@
  * 400 that says so, before any byte of it is sent: a Node drops its whole link for an oversize
  * frame, which would fail every other run on it (and a 503 would make clients resend it). A
  * `previous_response_id` chain whose history alone is over that limit is refused naming the
- * field. Real Edge and Node over TCP, the unmodified `openai` client.
+ * field. A node whose own limit is larger keeps its frames within the Edge's. Real Edge and Node
+ * over TCP, the unmodified `openai` client.
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -72,6 +73,21 @@ Deno.test("a run over the wire's frame limit is a 400 saying so, and the node's 
   const node = edge.service.status().nodes[0]!;
   assert.equal(node.connected, true);
   assert.equal(node.connectedAtMs, connectedAt);
+});
+
+Deno.test("a node keeps its frames within its Edge's smaller limit: an answer emitted at once arrives whole", async () => {
+  await using edge = await startSmallWire();
+  const oa = new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: "none", maxRetries: 0 });
+  const connectedAt = edge.service.status().nodes[0]!.connectedAtMs;
+  // 3000 tokens the mock emits in one turn: about 100 KB of events, over the Edge's 64 KiB
+  // frame limit (the node's own is 4 MiB), so they must leave in several frames.
+  const words = "abcd ".repeat(3000);
+  const answer = await oa.chat.completions.create({
+    model: "eyes",
+    messages: [{ role: "user", content: words }],
+  });
+  assert.equal(answer.choices[0]!.message.content?.match(/abcd/g)?.length, 3000);
+  assert.equal(edge.service.status().nodes[0]!.connectedAtMs, connectedAt, "the link stayed up");
 });
 
 Deno.test("previous_response_id whose history is over the frame limit is a 400 naming it", async () => {

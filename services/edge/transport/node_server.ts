@@ -190,6 +190,7 @@ async function acceptNode(
         configVersion: BigInt(configVersion),
         runWindowBytes,
         resumedRuns: resumed.map((r) => ({ runId: r.runId, receivedSeq: BigInt(r.receivedSeq) })),
+        maxFrameBytes: wire.maxFrameBytes,
       },
     },
   }));

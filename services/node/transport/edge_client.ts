@@ -24,7 +24,7 @@ import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import type { HealthListener, HealthState } from "../health_monitor.ts";
 import type { NodeCore } from "../node.ts";
 import { fromConfigPayload, type NodeSettings } from "./config_payload.ts";
-import { eventOutbox } from "./event_outbox.ts";
+import { type EventOutbox, eventOutbox } from "./event_outbox.ts";
 import { DEFAULT_RESUME_GRACE_MS, RunLedger } from "./run_ledger.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../../shared/wire/frame.ts";
 import { type ByteLink, dialLink } from "../../../shared/wire/link.ts";
@@ -114,6 +114,8 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
   let stopped = false;
   let registered = false;
   let current: Conn | undefined;
+  /** The registered link's outbox of run events. */
+  let currentOutbox: EventOutbox | undefined;
   let wakeSleep: (() => void) | undefined;
   /**
    * Set once the node drains: when its drain ends (epoch ms). Every new link is told what is
@@ -185,7 +187,8 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
           },
         });
         try {
-          outcome = await session(conn, { ...options, edgeAddress: address }, ledger, () => {
+          outcome = await session(conn, { ...options, edgeAddress: address }, ledger, (outbox) => {
+            currentOutbox = outbox;
             registered = true;
             linked = true;
             delay = initial;
@@ -200,6 +203,7 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       } finally {
         registered = false;
         current = undefined;
+        currentOutbox = undefined;
       }
       if (stopped) {
         failback?.close();
@@ -250,6 +254,8 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
       // Cancel first so that the Edge hears each run end as cancelled, then close the link.
       await options.core.cancelAll("node stopping");
       ledger.close();
+      // The runs' last events may still wait in the outbox (it sends at the end of a turn).
+      currentOutbox?.flush();
       await current?.send(heartbeatEnvelope(0)).catch(() => {});
       current?.close("node stopping");
       wakeSleep?.();
@@ -304,7 +310,7 @@ async function session(
   conn: Conn,
   options: EdgeClientOptions,
   ledger: RunLedger,
-  onRegistered: () => void,
+  onRegistered: (outbox: EventOutbox) => void,
 ): Promise<SessionEnd> {
   const { core, logger } = options;
   const messages = conn.messages();
@@ -353,16 +359,20 @@ async function session(
     logger.error("edge refused registration", fields);
     return "refused";
   }
-  onRegistered();
+  // Frames to the Edge stay within its limit too: it drops the link for a larger one.
+  const ownLimit = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  const sendLimit = answer.maxFrameBytes > 0 ? Math.min(ownLimit, answer.maxFrameBytes) : ownLimit;
+  conn.maxSendBytes = sendLimit;
   const outbox = eventOutbox((msg) => {
     conn.send(create(NodeEnvelopeSchema, { msg })).catch(() => {});
   }, {
     batches: answer.acceptsEventBatches,
-    maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    maxFrameBytes: sendLimit,
   });
+  onRegistered(outbox);
   // Held runs the Edge resumes send what it missed on this link; the others are cancelled.
   ledger.attach(
-    { send: outbox, windowBytes: answer.runWindowBytes },
+    { send: outbox.emit, windowBytes: answer.runWindowBytes, maxFrameBytes: sendLimit },
     answer.resumedRuns.map((run) => ({
       runId: run.runId,
       receivedSeq: Number(run.receivedSeq),
@@ -384,6 +394,7 @@ async function session(
   const heartbeat = startHeartbeat({
     intervalMs: payload.heartbeatIntervalMs,
     send: () => {
+      outbox.flush();
       conn.send(heartbeatEnvelope(core.inFlight)).catch(() => {});
     },
     onDead: (silentMs) => {

@@ -36,10 +36,11 @@ function recordingOutbox(maxFrameBytes: number, batches = true) {
       });
     }
   };
-  return { emit: eventOutbox(send, { batches, maxFrameBytes }), sizes, events };
+  const outbox = eventOutbox(send, { batches, maxFrameBytes });
+  return { emit: outbox.emit, flush: outbox.flush, sizes, events };
 }
 
-/** Lets the outbox's end-of-task flush run. */
+/** Lets the outbox's end-of-turn flush run. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /** `length` float32 values (all alike: only the size matters here). */
@@ -124,6 +125,53 @@ Deno.test("small events of one task share one frame; without batches each is its
   const single = recordingOutbox(DEFAULT_MAX_FRAME_BYTES, false);
   deltas(single.emit);
   assert.equal(single.sizes.length, 3);
+});
+
+Deno.test("an answer's output and its completion a few promise hops later share one frame", async () => {
+  const out = recordingOutbox(DEFAULT_MAX_FRAME_BYTES);
+  out.emit({ runId: "r1", seq: 1, timestampMs: 1, type: "output", text: "whole answer" });
+  // As the adapter's promise settles and the node turns its result into the terminal event.
+  for (let hop = 0; hop < 5; hop++) await Promise.resolve();
+  out.emit({
+    runId: "r1",
+    seq: 2,
+    timestampMs: 1,
+    type: "completed",
+    finishReason: "stop",
+    exitCode: 0,
+  });
+  await settle();
+  assert.equal(out.sizes.length, 1);
+  assert.deepEqual(out.events.map((e) => e.case), ["output", "completed"]);
+});
+
+Deno.test("a started event rides with the next event of any run, or leaves on a flush", async () => {
+  const out = recordingOutbox(DEFAULT_MAX_FRAME_BYTES);
+  const started = (runId: string): RunEvent => ({
+    runId,
+    seq: 1,
+    timestampMs: 1,
+    type: "started",
+    nodeId: "n1",
+    adapter: "a",
+    target: "t",
+  });
+  out.emit(started("r1"));
+  await settle();
+  assert.equal(out.sizes.length, 0, "a started event does not leave alone");
+  out.emit({ runId: "r2", seq: 2, timestampMs: 1, type: "output", text: "hi" });
+  await settle();
+  assert.equal(out.sizes.length, 1);
+  assert.deepEqual(out.events.map((e) => [e.runId, e.case]), [["r1", "started"], ["r2", "output"]]);
+  // A heartbeat flushes what waits.
+  out.emit(started("r3"));
+  out.flush();
+  assert.equal(out.sizes.length, 2);
+  assert.deepEqual(out.events.at(-1), { runId: "r3", seq: 1n, case: "started" });
+  // Without batches nothing waits.
+  const single = recordingOutbox(DEFAULT_MAX_FRAME_BYTES, false);
+  single.emit(started("r4"));
+  assert.equal(single.sizes.length, 1);
 });
 
 Deno.test("the size estimate is never below an event's encoded size", () => {

@@ -62,6 +62,8 @@ export interface LedgerLink {
   send: OutboxSink;
   /** RegisterResponse.run_window_bytes: 0 = no flow control (an older Edge). */
   windowBytes: number;
+  /** The largest frame the link carries, when the Edge's is below the node's own limit. */
+  maxFrameBytes?: number;
 }
 
 /** A held run offered at registration (RegisterRequest.held_runs). */
@@ -280,6 +282,7 @@ export class RunLedger {
     this.#grace = undefined;
     this.#wire.link = link;
     this.#wire.window = link.windowBytes;
+    this.#wire.maxFrameBytes = link.maxFrameBytes ?? this.#options.maxFrameBytes;
     const received = new Map(resumed.map((r) => [r.runId, r.receivedSeq]));
     const unknown = resumed.filter((r) => !this.#runs.has(r.runId));
     const went: string[] = [];

@@ -128,10 +128,13 @@ async function ledgerNode(options: { graceMs?: number; maxFrameBytes?: number } 
   };
 }
 
-/** A link as the Edge client builds it: a batching outbox, its frames decoded as they leave. */
+/**
+ * A link as the Edge client builds it: a batching outbox, its frames decoded as they leave;
+ * `heartbeat` sends what the outbox holds back, as the client's heartbeat does.
+ */
 function edgeLink(windowBytes: number) {
   const events: RunEvent[] = [];
-  const send = eventOutbox((msg: NodeEnvelope["msg"]) => {
+  const outbox = eventOutbox((msg: NodeEnvelope["msg"]) => {
     const wire = msg.case === "runEvents"
       ? msg.value.events
       : msg.case === "runEvent"
@@ -139,10 +142,11 @@ function edgeLink(windowBytes: number) {
       : [];
     for (const w of wire) events.push(fromWireRunEvent(w)!);
   }, { batches: true, maxFrameBytes: DEFAULT_MAX_FRAME_BYTES });
-  const link: LedgerLink = { send, windowBytes };
+  const link: LedgerLink = { send: outbox.emit, windowBytes };
   return {
     link,
     events,
+    heartbeat: outbox.flush,
     of: (runId: string) => events.filter((e) => e.runId === runId),
   };
 }
@@ -227,6 +231,8 @@ Deno.test("a run held through a link loss sends again what the Edge missed, once
   node.start("r1", { tokens: 60, token_delay_ms: 5 });
   await until("some output", () => first.events.length >= 6);
   node.ledger.detach();
+  // What the outbox held when the link was lost was sent on it before.
+  await outboxFlushed();
   const sent = first.events.length;
   // Held, the run goes on producing (its window has room); the events stay with the ledger.
   const held = await until("more events while held", () => {
@@ -368,6 +374,8 @@ Deno.test("a run that ended while held is sent to its end when resumed; one not 
   node.ledger.attach(first.link, []);
   node.start("resumed", { tokens: 5, start_delay_ms: 50 });
   node.start("dropped", { tokens: 5, start_delay_ms: 50 });
+  // The runs' started events wait for their output or a heartbeat.
+  first.heartbeat();
   await until("both started", () => first.events.length === 2);
   node.ledger.detach();
   assert.equal((await node.ended("resumed")).status, "completed");
@@ -394,6 +402,7 @@ Deno.test("an event no frame can hold fails its run even while held, and the fai
   node.ledger.attach(first.link, []);
   // 2,000 values take 8 KB: more than a 4 KiB frame.
   node.start("big", { start_delay_ms: 50 }, { dimensions: 2_000 });
+  first.heartbeat();
   await until("started", () => first.events.length === 1);
   node.ledger.detach();
   const row = await node.ended("big");
