@@ -12,6 +12,7 @@ import { IOP_VERSION } from "../../shared/version.ts";
 import { loadDialTls, loadListenTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { registerProcessMetrics } from "../../shared/process_metrics.ts";
+import { startMemoryTrim } from "../../shared/memory_trim.ts";
 import { openA2aTasks } from "./a2a/open.ts";
 import { DomainAgents } from "./agents/domain_agents.ts";
 import { loadEdgeConfig } from "./config.ts";
@@ -61,6 +62,8 @@ if (config.controlPlane.address && !config.controlPlane.security.tls) {
 await setUpTracing({ serviceName: "iop-edge", serviceVersion: IOP_VERSION, logger });
 const registry = new Registry();
 registerProcessMetrics(registry);
+// Native memory a burst of load freed goes back to the OS (glibc keeps it otherwise).
+startMemoryTrim();
 const metrics = createEdgeMetrics(registry);
 const service = new EdgeService({
   config,

@@ -14,6 +14,7 @@ import { IOP_VERSION } from "../../shared/version.ts";
 import { loadDialTls, requireLinkSecurity } from "../../shared/wire/tls.ts";
 import { createWireMetrics } from "../../shared/wire/wire_metrics.ts";
 import { registerProcessMetrics } from "../../shared/process_metrics.ts";
+import { startMemoryTrim } from "../../shared/memory_trim.ts";
 import { createAdapterMetrics } from "./adapters/adapter_metrics.ts";
 import { adapterCatalog } from "./adapters/catalog.ts";
 import { reapOrphanedGroups } from "./adapters/group_reaper.ts";
@@ -55,6 +56,8 @@ await setUpTracing({ serviceName: "iop-node", serviceVersion: IOP_VERSION, logge
 
 const registry = new Registry();
 registerProcessMetrics(registry);
+// Native memory a burst of load freed goes back to the OS (glibc keeps it otherwise).
+startMemoryTrim();
 const adapterMetrics = createAdapterMetrics(registry);
 const store = await Deno.mkdir(dirOf(config.history.path), { recursive: true })
   .then(() =>

@@ -1,0 +1,42 @@
+/**
+ * Hands memory the process freed back to the operating system, now and then.
+ *
+ * glibc's malloc keeps what its arenas freed for reuse: after a burst of load, the buffers the
+ * runtime's threads allocated for sockets, TLS records and HTTP bodies (native memory, outside
+ * the V8 heap, which shrinks by itself once idle) stay counted in the RSS, tens of MiB above
+ * what the process uses, until `malloc_trim` releases their free pages. A call costs about a
+ * millisecond, so one every {@linkcode TRIM_INTERVAL_MS} is free; on a system without glibc
+ * (musl, macOS) there is nothing to call and nothing happens.
+ * @module
+ */
+
+/** How often freed memory is handed back. */
+export const TRIM_INTERVAL_MS = 30_000;
+
+/** Releases the free pages of every malloc arena; false where the C library has no such call. */
+export type TrimMemory = () => boolean;
+
+/** `malloc_trim(0)` of glibc, or undefined where it cannot be loaded. */
+export function openMallocTrim(): TrimMemory | undefined {
+  if (Deno.build.os !== "linux") return undefined;
+  let libc;
+  try {
+    libc = Deno.dlopen("libc.so.6", { malloc_trim: { parameters: ["usize"], result: "i32" } });
+  } catch {
+    return undefined;
+  }
+  const { malloc_trim } = libc.symbols;
+  return () => malloc_trim(0n) === 1;
+}
+
+/**
+ * Trims every {@linkcode TRIM_INTERVAL_MS} on an unref'd timer (it never keeps the process
+ * alive); returns how to stop. Without glibc it does nothing.
+ */
+export function startMemoryTrim(intervalMs = TRIM_INTERVAL_MS): () => void {
+  const trim = openMallocTrim();
+  if (!trim) return () => {};
+  const id = setInterval(trim, intervalMs);
+  Deno.unrefTimer(id);
+  return () => clearInterval(id);
+}
