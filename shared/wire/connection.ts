@@ -193,22 +193,23 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
    * Yields incoming messages until the peer closes. Throws {@linkcode FrameError} on a bad frame
    * (after closing the connection). Only one reader may iterate.
    *
-   * The socket is read into one reused buffer (not a fresh 64 KiB chunk per read, as
-   * `conn.readable` does), which keeps idle links small, and every frame a read completes is
-   * decoded at once, without a promise per frame.
+   * A plain socket is read into one reused buffer (not a fresh 64 KiB chunk per read, as
+   * `conn.readable` does), which keeps idle links small; a TLS link's own chunks are decoded as
+   * they came, with no buffer at all. Every frame a read completes is decoded at once, without a
+   * promise per frame.
    */
   async *messages(): AsyncGenerator<MessageShape<In>> {
     const metrics = this.#options.metrics;
     const decoder = this.#decoder = new FrameDecoder(this.#options.inSchema, {
       maxFrameBytes: this.#maxFrameBytes,
     });
-    const buffer = new Uint8Array(READ_CHUNK_BYTES);
+    const next = readerOf(this.#conn);
     try {
       while (true) {
-        const n = await this.#conn.read(buffer);
-        if (n === null) break;
-        metrics?.bytes("in", n);
-        for (const message of decoder.push(buffer.subarray(0, n))) {
+        const bytes = await next();
+        if (bytes === null) break;
+        metrics?.bytes("in", bytes.byteLength);
+        for (const message of decoder.push(bytes)) {
           metrics?.frame("in");
           yield message;
         }
@@ -261,6 +262,16 @@ function frames(batch: Batch): Uint8Array {
 
 /** Bytes read per socket read; the decoder copies what it keeps, so one buffer serves a link. */
 const READ_CHUNK_BYTES = 8 * 1024;
+
+/** The link's next received bytes, from its own chunks or read into one buffer of the link's. */
+function readerOf(link: ByteLink): () => Promise<Uint8Array | null> {
+  if (link.readChunk) return () => link.readChunk!();
+  const buffer = new Uint8Array(READ_CHUNK_BYTES);
+  return async () => {
+    const n = await link.read(buffer);
+    return n === null ? null : buffer.subarray(0, n);
+  };
+}
 
 /** The close reason of a connection its peer ended (end of stream). */
 export const PEER_CLOSED = "peer closed";

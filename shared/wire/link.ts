@@ -25,6 +25,11 @@ export interface ByteLink {
   readonly peerIds: readonly string[];
   /** Reads into `buffer`; resolves with the byte count, or null at the end of the stream. */
   read(buffer: Uint8Array): Promise<number | null>;
+  /**
+   * The next bytes received, as the socket delivered them, or null at the end of the stream;
+   * only where the socket hands out chunks of its own (TLS), so that a reader needs no buffer.
+   */
+  readChunk?(): Promise<Uint8Array | null>;
   /** Resolves once all of `data` was handed to the socket (later if the peer reads slowly). */
   write(data: Uint8Array): Promise<void>;
   close(): void;
@@ -88,12 +93,27 @@ export function tlsLink(socket: tls.TLSSocket): ByteLink {
   });
   const peerIds = socket.authorized ? peerIdentities(socket.getPeerCertificate()) : [];
 
-  const read = async (buffer: Uint8Array): Promise<number | null> => {
+  /** Resolves once a chunk is queued; false at the end of the stream. */
+  const received = async (): Promise<boolean> => {
     while (chunks.length === 0) {
       if (failure) throw failure;
-      if (ended) return null;
+      if (ended) return false;
       await new Promise<void>((resolve) => waiter = resolve);
     }
+    return true;
+  };
+  const taken = (n: number) => {
+    queued -= n;
+    if (queued < PAUSE_AT_BYTES && socket.isPaused()) socket.resume();
+  };
+  const readChunk = async (): Promise<Uint8Array | null> => {
+    if (chunks.length === 0 && !await received()) return null;
+    const chunk = chunks.shift()!;
+    taken(chunk.byteLength);
+    return chunk;
+  };
+  const read = async (buffer: Uint8Array): Promise<number | null> => {
+    if (chunks.length === 0 && !await received()) return null;
     let n = 0;
     while (n < buffer.byteLength && chunks.length > 0) {
       const chunk = chunks[0]!;
@@ -103,8 +123,7 @@ export function tlsLink(socket: tls.TLSSocket): ByteLink {
       if (take === chunk.byteLength) chunks.shift();
       else chunks[0] = chunk.subarray(take);
     }
-    queued -= n;
-    if (queued < PAUSE_AT_BYTES && socket.isPaused()) socket.resume();
+    taken(n);
     return n;
   };
 
@@ -132,6 +151,7 @@ export function tlsLink(socket: tls.TLSSocket): ByteLink {
     encrypted: true,
     peerIds,
     read,
+    readChunk,
     write,
     // destroy() drops what the socket still buffers (a stopping node's last run events, sent
     // just before it closes): with bytes pending, end() sends them and the FIN first, for at
