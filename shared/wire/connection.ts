@@ -8,7 +8,7 @@
  * link for it, failing everything else in flight on it.
  * @module
  */
-import { type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf";
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { IopError } from "../errors.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES,
@@ -18,6 +18,7 @@ import {
   writeVarint,
 } from "./frame.ts";
 import type { ByteLink } from "./link.ts";
+import { codecOf, type MessageCodec } from "./message_codec.ts";
 
 /** Counters a connection reports to; see `wire_metrics.ts`. Absent means not counted. */
 export interface WireMetrics {
@@ -79,6 +80,7 @@ interface Batch {
 export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   readonly #conn: ByteLink;
   readonly #options: FrameConnectionOptions<In, Out>;
+  readonly #out: MessageCodec<Out>;
   readonly #closed = Promise.withResolvers<string>();
   #next: Batch | undefined;
   #writing = false;
@@ -90,6 +92,7 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
   constructor(conn: ByteLink, options: FrameConnectionOptions<In, Out>) {
     this.#conn = conn;
     this.#options = options;
+    this.#out = codecOf(options.outSchema);
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     this.#maxSendBytes = options.maxSendBytes ?? Infinity;
   }
@@ -141,7 +144,7 @@ export class FrameConnection<In extends DescMessage, Out extends DescMessage> {
         ),
       );
     }
-    const body = toBinary(this.#options.outSchema, message);
+    const body = this.#out.encode(message);
     if (body.byteLength > this.#maxSendBytes) {
       return Promise.reject(new OversizeSendError(body.byteLength, this.#maxSendBytes));
     }

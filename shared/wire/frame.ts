@@ -6,7 +6,8 @@
  * completes, with no promise per frame and no copy unless a frame straddles two reads.
  * @module
  */
-import { type DescMessage, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { codecOf, type MessageCodec } from "./message_codec.ts";
 
 /** Default largest frame a peer may send: 4 MiB. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -29,7 +30,7 @@ export function encodeFrame<Desc extends DescMessage>(
   schema: Desc,
   message: MessageShape<Desc>,
 ): Uint8Array {
-  const body = toBinary(schema, message);
+  const body = codecOf(schema).encode(message);
   const frame = new Uint8Array(varintSize(body.byteLength) + body.byteLength);
   frame.set(body, writeVarint(frame, 0, body.byteLength));
   return frame;
@@ -73,7 +74,7 @@ const INITIAL_BODY_BYTES = 16 * 1024;
  * messages must have no `bytes` fields, which would alias it (a test guards the schemas).
  */
 export class FrameDecoder<Desc extends DescMessage> {
-  readonly #schema: Desc;
+  readonly #codec: MessageCodec<Desc>;
   #maxFrameBytes: number;
   /** Bytes of a length prefix cut by the end of a chunk (at most 4). */
   #prefixPart: Uint8Array | undefined;
@@ -87,7 +88,7 @@ export class FrameDecoder<Desc extends DescMessage> {
   #failure: FrameError | undefined;
 
   constructor(schema: Desc, options: DecodeFramesOptions = {}) {
-    this.#schema = schema;
+    this.#codec = codecOf(schema);
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   }
 
@@ -209,7 +210,7 @@ export class FrameDecoder<Desc extends DescMessage> {
   }
 
   #decode(body: Uint8Array): MessageShape<Desc> {
-    return decodeFrameBody(this.#schema, body);
+    return decodeWith(this.#codec, body);
   }
 }
 
@@ -236,8 +237,15 @@ export function decodeFrameBody<Desc extends DescMessage>(
   schema: Desc,
   body: Uint8Array,
 ): MessageShape<Desc> {
+  return decodeWith(codecOf(schema), body);
+}
+
+function decodeWith<Desc extends DescMessage>(
+  codec: MessageCodec<Desc>,
+  body: Uint8Array,
+): MessageShape<Desc> {
   try {
-    return fromBinary(schema, body, { readUnknownFields: false });
+    return codec.decode(body);
   } catch (err) {
     throw new FrameError("malformed", `Cannot decode frame: ${(err as Error).message}`, {
       cause: err,
