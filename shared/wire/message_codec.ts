@@ -87,7 +87,15 @@ const nodeEnvelopeCodec: MessageCodec<typeof NodeEnvelopeSchema> = {
     return genericEnvelope.encode(message);
   },
   decode(body) {
-    return readEnvelope(body) ?? genericEnvelope.decode(body);
+    // Bytes the fast path does not take as they are, well-formed or not, are protobuf-es's to
+    // read or refuse: the two never disagree.
+    let envelope: NodeEnvelope | undefined;
+    try {
+      envelope = readEnvelope(body);
+    } catch {
+      envelope = undefined;
+    }
+    return envelope ?? genericEnvelope.decode(body);
   },
 };
 
@@ -217,6 +225,7 @@ function readEnvelope(body: Uint8Array): NodeEnvelope | undefined {
       msg = { case: "runEvent", value: event };
     } else if (field === ENVELOPE_RUN_EVENTS) {
       const end = reader.uint32() + reader.pos;
+      if (end > body.byteLength) return undefined;
       const events: RunEvent[] = [];
       while (reader.pos < end) {
         const [batchField, batchWireType] = reader.tag();
@@ -240,6 +249,8 @@ function readEnvelope(body: Uint8Array): NodeEnvelope | undefined {
  * protobuf-es.
  */
 function readRunEvent(reader: BinaryReader, body: Uint8Array, end: number): RunEvent {
+  // A length past the body's end: protobuf-es refuses the whole envelope.
+  if (end > body.byteLength) throw new RangeError("run event past the end of the frame");
   const start = reader.pos;
   let runId = "";
   let seq = 0n;
