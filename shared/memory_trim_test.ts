@@ -15,7 +15,7 @@ buffers = undefined;
 globalThis.gc();
 await new Promise((resolve) => setTimeout(resolve, 100));
 const before = Deno.memoryUsage().rss;
-const trimmed = trim?.() ?? false;
+const trimmed = (await trim?.()) ?? false;
 const after = Deno.memoryUsage().rss;
 console.log(JSON.stringify({ trimmed, before, after, last: last[0] }));
 `;
