@@ -14,15 +14,16 @@ const FRAME_BYTES = 64 * 1024;
 const PNG_URL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4" +
   "nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
 
-async function startSmallWire() {
+async function startSmallWire(tokens = 4000) {
   return await startStack({
     http: true,
     tls: "off",
     config: {
       http: { max_body_bytes: 48 * 1024 },
       wire: { max_frame_bytes: FRAME_BYTES },
-      // Each answer echoes the prompt's words, up to 4000 of them: a conversation grows fast.
-      nodes: [mockNode("n1", { mock: { tokens: 4000, token_delay_ms: 0 } })],
+      // Each answer echoes the prompt's words, over and over up to `tokens` of them: a
+      // conversation grows fast.
+      nodes: [mockNode("n1", { mock: { tokens, token_delay_ms: 0 } })],
       models: [{
         name: "eyes",
         route: "direct",
@@ -87,6 +88,29 @@ Deno.test("a node keeps its frames within its Edge's smaller limit: an answer em
     messages: [{ role: "user", content: words }],
   });
   assert.equal(answer.choices[0]!.message.content?.match(/abcd/g)?.length, 3000);
+  assert.equal(edge.service.status().nodes[0]!.connectedAtMs, connectedAt, "the link stayed up");
+});
+
+Deno.test("a stored output over the Edge's frame limit is refused naming the limit, at once, and the link stays up", async () => {
+  // 20,000 tokens of answer: about 120 KB stored whole, twice the frame limit.
+  await using edge = await startSmallWire(20_000);
+  const oa = new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: "none", maxRetries: 0 });
+  const connectedAt = edge.service.status().nodes[0]!.connectedAtMs;
+  await oa.chat.completions.create({
+    model: "eyes",
+    messages: [{ role: "user", content: "abcde fghij" }],
+  });
+  const history = await edge.service.nodeCommand("n1", { type: "history", limit: 1 });
+  assert.equal(history.type, "history");
+  const runId = history.type === "history" ? history.runs[0]!.runId : "";
+  const startedAt = Date.now();
+  const err = await edge.service.nodeCommand("n1", { type: "run_output", runId }).then(
+    () => undefined,
+    (e) => e,
+  );
+  assert.ok(err instanceof Error, "the output cannot fit one frame");
+  assert.match(err.message, /over the link's frame limit of \d+ bytes \(wire\.max_frame_bytes\)/);
+  assert.ok(Date.now() - startedAt < 5_000, "answered, not timed out");
   assert.equal(edge.service.status().nodes[0]!.connectedAtMs, connectedAt, "the link stayed up");
 });
 

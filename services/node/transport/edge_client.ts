@@ -19,7 +19,11 @@ import {
 import { IopError, toIopError, unhandled } from "../../../shared/errors.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { fromRunRequest, toWireError } from "../../../shared/run_codec.ts";
-import { FrameConnection, type WireMetrics } from "../../../shared/wire/connection.ts";
+import {
+  FrameConnection,
+  OversizeSendError,
+  type WireMetrics,
+} from "../../../shared/wire/connection.ts";
 import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
 import type { HealthListener, HealthState } from "../health_monitor.ts";
 import type { NodeCore } from "../node.ts";
@@ -364,7 +368,16 @@ async function session(
   const sendLimit = answer.maxFrameBytes > 0 ? Math.min(ownLimit, answer.maxFrameBytes) : ownLimit;
   conn.maxSendBytes = sendLimit;
   const outbox = eventOutbox((msg) => {
-    conn.send(create(NodeEnvelopeSchema, { msg })).catch(() => {});
+    conn.send(create(NodeEnvelopeSchema, { msg })).catch((err) => {
+      // The ledger refuses an event too large for the link before it gets here; a frame over
+      // the limit all the same (events kept through a reload that lowered it) must not go unseen.
+      if (err instanceof OversizeSendError) {
+        logger.error("run events over the edge's frame limit were not sent", {
+          bytes: err.bytes,
+          limit: err.limit,
+        });
+      }
+    });
   }, {
     batches: answer.acceptsEventBatches,
     maxFrameBytes: sendLimit,
@@ -547,12 +560,30 @@ function handle(
       for (const ack of msg.value.acks) ledger.ack(ack.runId, Number(ack.seq));
       return;
     case "commandRequest":
-      void answerCommand(msg.value, core).then((result) =>
-        conn.send(create(NodeEnvelopeSchema, {
-          correlationId: envelope.correlationId,
-          msg: { case: "commandResponse", value: result },
-        })).catch(() => {})
-      );
+      void answerCommand(msg.value, core).then((result) => {
+        const answer = (value: NodeCommandResponse) =>
+          conn.send(create(NodeEnvelopeSchema, {
+            correlationId: envelope.correlationId,
+            msg: { case: "commandResponse", value },
+          }));
+        // An answer over the link's frame limit (a run's whole output, say) is refused before
+        // it is written; the Edge hears why instead of waiting for it until it times out.
+        answer(result).catch((err) => {
+          if (!(err instanceof OversizeSendError)) return;
+          answer(create(NodeCommandResponseSchema, {
+            result: {
+              case: "error",
+              value: toWireError(
+                new IopError(
+                  "INVALID_ARGUMENT",
+                  `Cannot send the answer as it is ${err.bytes} bytes, over the link's frame ` +
+                    `limit of ${err.limit} bytes (wire.max_frame_bytes)`,
+                ),
+              ),
+            },
+          })).catch(() => {});
+        });
+      });
       return;
     case "registerRequest":
     case "registerResponse":
