@@ -122,11 +122,6 @@ export class ActiveRun implements RunHandle {
     return this.#produced;
   }
 
-  /** True while the consumer says it is paused. */
-  get readerPaused(): boolean {
-    return this.#paused;
-  }
-
   /** True once the run was cancelled as its consumer stayed paused for the stall timeout. */
   get stalled(): boolean {
     return this.#stalled;
@@ -160,12 +155,9 @@ export class ActiveRun implements RunHandle {
       return;
     }
     if (this.#heldSeq <= this.#takenSeq) return;
-    this.#takenSinceAckBytes += this.#heldBytes;
-    this.#takenSeq = this.#heldSeq;
+    const heldBytes = this.#heldBytes;
     this.#heldBytes = 0;
-    if (this.#windowBytes > 0 && this.#takenSinceAckBytes >= this.#ackEveryBytes) {
-      this.#sendAck();
-    }
+    this.#take(heldBytes, this.#heldSeq);
   }
 
   /**
@@ -211,7 +203,7 @@ export class ActiveRun implements RunHandle {
     }
     this.#queue.push(event);
     if (!isTerminal(event)) {
-      if (this.#flow) this.#taken(event);
+      if (this.#flow) this.#handedOn(event);
       return "accepted";
     }
     this.#finished = true;
@@ -232,7 +224,7 @@ export class ActiveRun implements RunHandle {
    * Counts an event handed on: taken, or held until the paused consumer reads again. Acks come
    * a quarter window apart, so the node never waits for a whole window's round trip.
    */
-  #taken(event: RunEvent): void {
+  #handedOn(event: RunEvent): void {
     if (this.#windowBytes === 0) return;
     const bytes = estimatedEventBytes(event);
     if (this.#paused) {
@@ -240,9 +232,17 @@ export class ActiveRun implements RunHandle {
       this.#heldSeq = event.seq;
       return;
     }
+    this.#take(bytes, event.seq);
+  }
+
+  /** Counts `bytes` taken, up to `seq`; acks once a quarter window is taken since the last. */
+  #take(bytes: number, seq: number): void {
     this.#takenSinceAckBytes += bytes;
-    this.#takenSeq = event.seq;
-    if (this.#takenSinceAckBytes >= this.#ackEveryBytes) this.#sendAck();
+    this.#takenSeq = seq;
+    // The window may have become 0 (a resume on a link without one) while events were held.
+    if (this.#windowBytes > 0 && this.#takenSinceAckBytes >= this.#ackEveryBytes) {
+      this.#sendAck();
+    }
   }
 
   #sendAck(final = false): void {

@@ -17,20 +17,29 @@ import type { ListParams } from "./dialect.ts";
 import type { A2aMessage, A2aTask } from "./task_model.ts";
 import { memoryTaskStore } from "./task_store.ts";
 
+/** An ActiveRun that shows whether its consumer last said it is paused. */
+class WatchedRun extends ActiveRun {
+  readerPaused = false;
+  override setReaderPaused(paused: boolean): void {
+    if (!this.finished) this.readerPaused = paused;
+    super.setReaderPaused(paused);
+  }
+}
+
 /** Hands out ActiveRuns and remembers what was submitted and cancelled. */
 class Runs implements RunSubmitter {
   readonly submitted: RunSubmission[] = [];
   readonly options: (SubmitOptions | undefined)[] = [];
   readonly cancelled: [string, string][] = [];
-  readonly handles: ActiveRun[] = [];
+  readonly handles: WatchedRun[] = [];
   #seq = new Map<string, number>();
-  #next = Promise.withResolvers<ActiveRun>();
+  #next = Promise.withResolvers<WatchedRun>();
 
   submitRun(submission: RunSubmission, options?: SubmitOptions): Promise<ActiveRun> {
     this.submitted.push(submission);
     this.options.push(options);
     const runId = `run_${this.handles.length + 1}`;
-    const run = new ActiveRun(
+    const run = new WatchedRun(
       {
         runId,
         nodeId: "node-1",
@@ -53,7 +62,7 @@ class Runs implements RunSubmitter {
     return run !== undefined;
   }
   /** Resolves with the next run submitted. */
-  nextRun(): Promise<ActiveRun> {
+  nextRun(): Promise<WatchedRun> {
     return this.#next.promise.then((run) => {
       this.#next = Promise.withResolvers();
       return run;
