@@ -11,7 +11,7 @@ import { parseEdgeConfig } from "./config.ts";
 import type { NodeSession } from "./nodes/registry.ts";
 import type { EdgeEvent, NodeLink } from "./ports.ts";
 import { admitNode } from "./nodes/admission.ts";
-import { EdgeService } from "./service.ts";
+import { EdgeService, type NodeConnection } from "./service.ts";
 import { until } from "../../tests/util.ts";
 
 /** A node link that records what the Edge sends. */
@@ -74,6 +74,21 @@ function serviceWith(nodes: string[], runs: Record<string, number> = {}) {
     sessions.set(record.id, service.nodeConnected({ record, link, version: "t", hostname: "h" }));
   }
   return { service, links, sessions, events };
+}
+
+/** The node of `old` registers again, on `link` (a new RecordingLink unless given). */
+function reconnect(
+  service: EdgeService,
+  old: NodeSession,
+  more: Omit<Partial<NodeConnection>, "record"> = {},
+): NodeSession {
+  return service.nodeConnected({
+    record: old.record,
+    link: new RecordingLink(),
+    version: "t",
+    hostname: "h",
+    ...more,
+  });
 }
 
 const event = (runId: string, seq: number, e: Record<string, unknown>) =>
@@ -165,13 +180,7 @@ Deno.test("a run with output waits for its node, and resumes on its new connecti
     [{ runId, receivedSeq: 2 }],
   );
   const link = new RecordingLink();
-  const fresh = service.nodeConnected({
-    record: old.record,
-    link,
-    version: "t",
-    hostname: "h",
-    resumed: [runId],
-  });
+  const fresh = reconnect(service, old, { link, resumed: [runId] });
   assert.deepEqual([fresh.inFlight, service.status().nodes[0]!.detachedRuns], [1, undefined]);
   assert.deepEqual(link.acks, [], "its registration answer told the node what the Edge took");
   // The node sends again what followed seq 2; a repeat of seq 2 is dropped.
@@ -233,7 +242,7 @@ Deno.test("a stopping node's runs fail at once; a node back without a detached r
   service.nodeDisconnected(n2, "connection reset");
   assert.deepEqual(service.resumableRuns("n2", []), []);
   const link = new RecordingLink();
-  service.nodeConnected({ record: n2.record, link, version: "t", hostname: "h", resumed: [] });
+  reconnect(service, n2, { link, resumed: [] });
   const lost = await forgotten.done;
   assert.deepEqual(lost.type === "failed" && [lost.code, lost.message], [
     "NODE_LOST",
@@ -253,13 +262,7 @@ Deno.test("cancelling a detached run ends it at once; the node back is told to c
   assert.deepEqual(service.resumableRuns("n1", [{ runId: handle.runId, lastSeq: 3 }]), []);
   // A resume answered just before the cancel: the run is cancelled on the node instead.
   const link = new RecordingLink();
-  service.nodeConnected({
-    record: n1.record,
-    link,
-    version: "t",
-    hostname: "h",
-    resumed: [handle.runId],
-  });
+  reconnect(service, n1, { link, resumed: [handle.runId] });
   assert.deepEqual(link.cancels, [[
     handle.runId,
     `the edge no longer waits for run ${handle.runId}`,
@@ -274,13 +277,7 @@ Deno.test("a node replacing its still-registered connection keeps the runs it li
   service.runEvent(old, event(kept.runId, 1, { type: "output", text: "a" }));
   const resumed = service.resumableRuns("n1", [{ runId: kept.runId, lastSeq: 1 }]);
   assert.deepEqual(resumed, [{ runId: kept.runId, receivedSeq: 1 }]);
-  const fresh = service.nodeConnected({
-    record: old.record,
-    link: new RecordingLink(),
-    version: "t",
-    hostname: "h",
-    resumed: [kept.runId],
-  });
+  const fresh = reconnect(service, old, { resumed: [kept.runId] });
   assert.equal(links.get("n1")!.closed, "replaced by a new connection of the same node");
   const lost = await dropped.done;
   assert.equal(lost.type === "failed" && lost.code, "NODE_LOST");
@@ -298,13 +295,7 @@ Deno.test("events read on a replaced connection are dropped: the run settles on 
   const old = sessions.get("n1")!;
   const handle = await service.dispatch(old, runInput({ adapter: "mock", target: "m" }));
   service.runEvent(old, event(handle.runId, 1, { type: "output", text: "a" }));
-  const fresh = service.nodeConnected({
-    record: old.record,
-    link: new RecordingLink(),
-    version: "t",
-    hostname: "h",
-    resumed: [handle.runId],
-  });
+  const fresh = reconnect(service, old, { resumed: [handle.runId] });
   // Frames the old link had decoded before it was closed: the node sends them again on the new.
   service.runEvent(old, event(handle.runId, 2, { type: "output", text: "b" }));
   service.runEvent(
@@ -328,14 +319,7 @@ Deno.test("a run the Edge no longer knows is cancelled on its node once, not per
   const old = sessions.get("n1")!;
   const link = new RecordingLink();
   // A link with a window: a terminal event of an unknown run is acked, so the node forgets it.
-  const session = service.nodeConnected({
-    record: old.record,
-    link,
-    version: "t",
-    hostname: "h",
-    runWindowBytes: 4096,
-    resumed: ["run_ended"],
-  });
+  const session = reconnect(service, old, { link, runWindowBytes: 4096, resumed: ["run_ended"] });
   const reason = (runId: string) => `the edge no longer waits for run ${runId}`;
   assert.deepEqual(link.cancels, [["run_ended", reason("run_ended")]], "resumed, but ended");
   for (let seq = 1; seq <= 3; seq++) {
@@ -388,12 +372,7 @@ Deno.test("a node that closes its link while talking fails its runs; after a sil
     "Node 'n1' was lost while running: peer closed",
   );
 
-  const back = service.nodeConnected({
-    record: n1.record,
-    link: new RecordingLink(),
-    version: "t",
-    hostname: "h",
-  });
+  const back = reconnect(service, n1);
   const waits = await service.dispatch(back, runInput({ adapter: "mock", target: "m" }));
   // Silent for two heartbeat intervals: the node gave up on the link, it did not exit.
   back.lastSeenMs = 1_000 - 4_000;

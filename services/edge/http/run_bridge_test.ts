@@ -74,6 +74,16 @@ function* textWriter(out: (text: string) => void): Generator<void, void, RunEven
   }
 }
 
+/** Starts `run` with a first output "a" and streams its body to `onEnd`. */
+async function streamedBody(
+  run: FakeRun,
+  onEnd: () => void = () => {},
+): Promise<ReadableStream<Uint8Array>> {
+  const starting = startRun(serviceFor(run), submission, never, caller);
+  run.emit({ type: "output", text: "a" });
+  return streamBody(await starting, textWriter, onEnd);
+}
+
 async function chunksOf(body: ReadableStream<Uint8Array>): Promise<string[]> {
   const out: string[] = [];
   const decoder = new TextDecoder();
@@ -113,6 +123,7 @@ Deno.test("startRun waits for the first output and throws a failure that came be
 
 Deno.test("streamBody writes what arrived together as one chunk, later arrivals as their own", async () => {
   const run = new FakeRun();
+  // Not streamedBody: its extra await would flush "[a" before the deltas below arrive.
   const starting = startRun(serviceFor(run), submission, never, caller);
   run.emit({ type: "output", text: "a" });
   const body = streamBody(await starting, textWriter, () => {});
@@ -131,10 +142,8 @@ Deno.test("streamBody writes what arrived together as one chunk, later arrivals 
 
 Deno.test("streamBody cancels the run when the client goes away and ends once", async () => {
   const run = new FakeRun();
-  const starting = startRun(serviceFor(run), submission, never, caller);
-  run.emit({ type: "output", text: "a" });
   let ends = 0;
-  const body = streamBody(await starting, textWriter, () => ends++);
+  const body = await streamedBody(run, () => ends++);
   const reader = body.getReader();
   assert.equal(new TextDecoder().decode((await reader.read()).value), "[a");
   await reader.cancel();
@@ -214,9 +223,7 @@ Deno.test("startRun cancels a run whose client went away while it was being sent
 
 Deno.test("streamBody tells the run its reader paused once the unread body is full, and reads again on a read", async () => {
   const run = new FakeRun();
-  const starting = startRun(serviceFor(run), submission, never, caller);
-  run.emit({ type: "output", text: "a" });
-  const response = new Response(streamBody(await starting, textWriter, () => {}));
+  const response = new Response(await streamedBody(run));
   const reader = response.body!.getReader();
   assert.equal(new TextDecoder().decode((await reader.read()).value), "[a");
   // The client reads no more: 8 KiB deltas, one per socket read, fill the body.
@@ -237,10 +244,8 @@ Deno.test("streamBody tells the run its reader paused once the unread body is fu
 
 Deno.test("streamBody errors its body, dropping what it holds, when the run is cancelled for a stall", async () => {
   const run = new FakeRun();
-  const starting = startRun(serviceFor(run), submission, never, caller);
-  run.emit({ type: "output", text: "a" });
   let ends = 0;
-  const body = streamBody(await starting, textWriter, () => ends++);
+  const body = await streamedBody(run, () => ends++);
   const reader = body.getReader();
   await reader.read();
   for (let i = 0; i < 9; i++) {
