@@ -107,15 +107,20 @@ async function assertStalled(
   return gated.bytes;
 }
 
-test("the mock stops between tokens while its sink has no room and goes on once it has", async () => {
-  const adapter = createMockAdapter("mock", {
+/** A mock adapter answering 60 tokens, `tokenDelayMs` apart. */
+function sixtyTokenMock(tokenDelayMs: number) {
+  return createMockAdapter("mock", {
     tokens: 60,
-    tokenDelayMs: 1,
+    tokenDelayMs,
     startDelayMs: 0,
     failWith: "",
     failRetryable: false,
     embeddingDimensions: 8,
   });
+}
+
+test("the mock stops between tokens while its sink has no room and goes on once it has", async () => {
+  const adapter = sixtyTokenMock(1);
   const gated = gatedSink(10);
   const run = adapter.execute(
     specFor({ adapter: "mock", target: "echo", prompt: "flow" }),
@@ -131,14 +136,7 @@ test("the mock stops between tokens while its sink has no room and goes on once 
 });
 
 test("a cancel ends a mock run that waits for room", async () => {
-  const adapter = createMockAdapter("mock", {
-    tokens: 60,
-    tokenDelayMs: 0,
-    startDelayMs: 0,
-    failWith: "",
-    failRetryable: false,
-    embeddingDimensions: 8,
-  });
+  const adapter = sixtyTokenMock(0);
   const gated = gatedSink(5);
   const abort = new AbortController();
   const run = adapter.execute(specFor({ adapter: "mock", target: "echo" }), gated.sink, {

@@ -127,11 +127,7 @@ async function framesOfOneRun(
     }));
     for await (const envelope of messages) {
       frames.push(envelope.msg);
-      const events = envelope.msg.case === "runEvents"
-        ? envelope.msg.value.events
-        : envelope.msg.case === "runEvent"
-        ? [envelope.msg.value]
-        : [];
+      const events = wireEventsOf(envelope.msg);
       if (events.some((e) => e.event.case === "completed" || e.event.case === "failed")) break;
     }
   } finally {
@@ -142,14 +138,13 @@ async function framesOfOneRun(
   return frames;
 }
 
+/** The wire run events one envelope carries: a batch's, a lone event, or none. */
+function wireEventsOf(m: NodeEnvelope["msg"]) {
+  return m.case === "runEvents" ? m.value.events : m.case === "runEvent" ? [m.value] : [];
+}
+
 function eventsOf(frames: NodeEnvelope["msg"][]): string[] {
-  return frames.flatMap((m) =>
-    m.case === "runEvents"
-      ? m.value.events.map((e) => e.event.case ?? "")
-      : m.case === "runEvent"
-      ? [m.value.event.case ?? ""]
-      : []
-  );
+  return frames.flatMap((m) => wireEventsOf(m).map((e) => e.event.case ?? ""));
 }
 
 Deno.test("run events produced in one task travel as one batch frame to an Edge that accepts it", async () => {
@@ -184,9 +179,7 @@ Deno.test("a large embedding answer reaches the Edge in frames under the frame l
     settings: { base_url: ollama.url },
     input: runInput({ adapter: "ollama", target: "llama3.2", embed: { inputs } }),
   });
-  const events = frames.flatMap((m) =>
-    m.case === "runEvents" ? m.value.events : m.case === "runEvent" ? [m.value] : []
-  );
+  const events = frames.flatMap(wireEventsOf);
   const vectors = events.flatMap((e) => e.event.case === "embedding" ? [e.event.value] : []);
   assert.deepEqual(vectors.map((v) => v.index), inputs.map((_, i) => i));
   assert.ok(vectors.every((v) => v.values.length === 8192));
@@ -210,9 +203,7 @@ Deno.test("under a smaller edge.max_frame_bytes vectors still fit, and one too l
   });
   // 40 vectors of 4096 values are 640 KiB: ten frames or more, each accepted by the Edge.
   const frames = await framesOfOneRun(true, embedRun(4096), limit);
-  const events = frames.flatMap((m) =>
-    m.case === "runEvents" ? m.value.events : m.case === "runEvent" ? [m.value] : []
-  );
+  const events = frames.flatMap(wireEventsOf);
   const vectors = events.flatMap((e) => e.event.case === "embedding" ? [e.event.value] : []);
   assert.equal(vectors.length, 40);
   assert.equal(events.at(-1)?.event.case, "completed");
@@ -220,9 +211,7 @@ Deno.test("under a smaller edge.max_frame_bytes vectors still fit, and one too l
 
   // One vector of 65,536 values (256 KiB) fits no frame: the run fails, numbered without a gap.
   const failed = await framesOfOneRun(true, embedRun(65_536), limit);
-  const ended = failed.flatMap((m) =>
-    m.case === "runEvents" ? m.value.events : m.case === "runEvent" ? [m.value] : []
-  );
+  const ended = failed.flatMap(wireEventsOf);
   assert.deepEqual(ended.map((e) => [Number(e.seq), e.event.case]), [[1, "started"], [
     2,
     "failed",
@@ -361,13 +350,7 @@ async function flowLink(listener: { accept(): Promise<Deno.Conn> }) {
         const got = await (pending ?? messages.next());
         pending = undefined;
         assert.ok(!got.done, "the node closed the link");
-        const msg = got.value.msg;
-        const wire = msg.case === "runEvents"
-          ? msg.value.events
-          : msg.case === "runEvent"
-          ? [msg.value]
-          : [];
-        for (const w of wire) events.push(fromWireRunEvent(w)!);
+        for (const w of wireEventsOf(got.value.msg)) events.push(fromWireRunEvent(w)!);
       }
     },
     /** Reads run events until the node sent none for `quietMs` (or the run ended). */
@@ -382,13 +365,7 @@ async function flowLink(listener: { accept(): Promise<Deno.Conn> }) {
         if (got === "quiet") return;
         pending = undefined;
         assert.ok(!got.done, "the node closed the link");
-        const msg = got.value.msg;
-        const wire = msg.case === "runEvents"
-          ? msg.value.events
-          : msg.case === "runEvent"
-          ? [msg.value]
-          : [];
-        for (const w of wire) events.push(fromWireRunEvent(w)!);
+        for (const w of wireEventsOf(got.value.msg)) events.push(fromWireRunEvent(w)!);
       }
     },
     ack: (runId: string, seq: number) =>

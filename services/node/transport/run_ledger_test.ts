@@ -18,7 +18,7 @@ import { NodeCore, type RunOutlet } from "../node.ts";
 import { DEFAULT_NODE_POLICY } from "../policy.ts";
 import { openRunStore } from "../store/sqlite_store.ts";
 import { eventOutbox } from "./event_outbox.ts";
-import { type LedgerLink, RunLedger } from "./run_ledger.ts";
+import { type LedgerLink, type ResumedRun, RunLedger } from "./run_ledger.ts";
 import { until } from "../../../tests/util.ts";
 
 const PROMPT = "hold on";
@@ -60,6 +60,12 @@ async function ledgerNode(options: { graceMs?: number; maxFrameBytes?: number } 
     store,
     ledger,
     logs,
+    /** A link with this window ({@linkcode edgeLink}), attached with these held runs resumed. */
+    attach(windowBytes: number, resumed: ResumedRun[] = []) {
+      const edge = edgeLink(windowBytes);
+      ledger.attach(edge.link, resumed);
+      return edge;
+    },
     /**
      * Starts a mock run through the ledger with these `mock.*` knobs; returns its outlet and a
      * way to await its next pause.
@@ -167,8 +173,7 @@ function assertWhole(events: RunEvent[], answer: string): void {
 
 Deno.test("a run stops once its unacked events fill the window and goes on as the Edge acks", async () => {
   await using node = await ledgerNode();
-  const edge = edgeLink(2_000);
-  node.ledger.attach(edge.link, []);
+  const edge = node.attach(2_000);
   const run = node.start("r1", { tokens: 300 });
   let acked = 0;
   let stalls = 0;
@@ -194,8 +199,7 @@ Deno.test("a run stops once its unacked events fill the window and goes on as th
 
 Deno.test("a cancel ends a run that waits for its window; the cancellation still goes out", async () => {
   await using node = await ledgerNode();
-  const edge = edgeLink(500);
-  node.ledger.attach(edge.link, []);
+  const edge = node.attach(500);
   const run = node.start("r1", { tokens: 300 });
   assert.equal(await run.pause(), "stalled");
   assert.equal(edge.events.some(isTerminal), false);
@@ -209,8 +213,7 @@ Deno.test("a cancel ends a run that waits for its window; the cancellation still
 
 Deno.test("without a window (an older Edge) nothing waits, nothing is kept, a lost link cancels at once", async () => {
   await using node = await ledgerNode();
-  const edge = edgeLink(0);
-  node.ledger.attach(edge.link, []);
+  const edge = node.attach(0);
   node.start("quick", { tokens: 300 });
   await until("the quick run's end", () => edge.events.some(isTerminal));
   assertWhole(edge.events, mockAnswer(PROMPT, 300));
@@ -226,8 +229,7 @@ Deno.test("without a window (an older Edge) nothing waits, nothing is kept, a lo
 
 Deno.test("a run held through a link loss sends again what the Edge missed, once, and goes on live", async () => {
   await using node = await ledgerNode();
-  const first = edgeLink(1 << 20);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(1 << 20);
   node.start("r1", { tokens: 60, token_delay_ms: 5 });
   await until("some output", () => first.events.length >= 6);
   node.ledger.detach();
@@ -244,8 +246,7 @@ Deno.test("a run held through a link loss sends again what the Edge missed, once
 
   // The Edge received all but the last two the old link carried.
   const received = sent - 2;
-  const second = edgeLink(1 << 20);
-  node.ledger.attach(second.link, [{ runId: "r1", receivedSeq: received }]);
+  const second = node.attach(1 << 20, [{ runId: "r1", receivedSeq: received }]);
   await until("the run's end", () => second.events.some(isTerminal));
   assert.equal(second.events[0]!.seq, received + 1);
   assertWhole([...first.events.slice(0, received), ...second.events], mockAnswer(PROMPT, 60));
@@ -257,13 +258,11 @@ Deno.test("a run held through a link loss sends again what the Edge missed, once
 
 Deno.test("a held run the Edge does not resume is cancelled, its history says why, and nothing of it goes out", async () => {
   await using node = await ledgerNode();
-  const first = edgeLink(1 << 20);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(1 << 20);
   node.start("r1", { tokens: 1_000, token_delay_ms: 5 });
   await until("some output", () => first.events.length >= 3);
   node.ledger.detach();
-  const second = edgeLink(1 << 20);
-  node.ledger.attach(second.link, []);
+  const second = node.attach(1 << 20);
   const row = await node.ended("r1");
   assert.deepEqual(
     [row.status, row.error?.message],
@@ -279,8 +278,7 @@ Deno.test("a held run the Edge does not resume is cancelled, its history says wh
 
 Deno.test("past the grace period held runs are cancelled with a reason naming edge.resume_grace_ms", async () => {
   await using node = await ledgerNode({ graceMs: 100 });
-  const first = edgeLink(1 << 20);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(1 << 20);
   node.start("r1", { tokens: 10_000, token_delay_ms: 5 });
   await until("some output", () => first.events.length >= 3);
   node.ledger.detach();
@@ -293,8 +291,7 @@ Deno.test("past the grace period held runs are cancelled with a reason naming ed
   assert.ok(node.logs.some((l) => l.msg === "held runs cancelled" && l.level === "warn"));
   // Kept until the next link (a registration under way may resume it), which does not.
   assert.equal(node.ledger.size, 1);
-  const second = edgeLink(1 << 20);
-  node.ledger.attach(second.link, []);
+  const second = node.attach(1 << 20);
   assert.equal(node.ledger.size, 0);
   await outboxFlushed();
   assert.deepEqual(second.events, []);
@@ -302,8 +299,7 @@ Deno.test("past the grace period held runs are cancelled with a reason naming ed
 
 Deno.test("a run whose grace runs out while a registration is under way still ends on the Edge", async () => {
   await using node = await ledgerNode({ graceMs: 100 });
-  const first = edgeLink(1 << 20);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(1 << 20);
   node.start("r1", { tokens: 10_000, token_delay_ms: 5 });
   await until("some output", () => first.events.length >= 3);
   node.ledger.detach();
@@ -314,8 +310,7 @@ Deno.test("a run whose grace runs out while a registration is under way still en
   assert.deepEqual([row.status, row.error?.message], ["cancelled", reason]);
   const received = first.events.at(-1)!.seq;
   // The Edge re-attached the run (and a second one the node never had): it waits for both.
-  const second = edgeLink(1 << 20);
-  node.ledger.attach(second.link, [
+  const second = node.attach(1 << 20, [
     { runId: "r1", receivedSeq: received },
     { runId: "ghost", receivedSeq: 4 },
   ]);
@@ -337,15 +332,13 @@ Deno.test("a run whose grace runs out while a registration is under way still en
 
 Deno.test("after a resume, events the Edge received but its client did not take still fill the window", async () => {
   await using node = await ledgerNode();
-  const first = edgeLink(2_000);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(2_000);
   const run = node.start("r1", { tokens: 300 });
   assert.equal(await run.pause(), "stalled");
   node.ledger.detach();
   // The Edge received every event, but its client took none: nothing was acknowledged.
   const received = first.events.at(-1)!.seq;
-  const second = edgeLink(2_000);
-  node.ledger.attach(second.link, [{ runId: "r1", receivedSeq: received }]);
+  const second = node.attach(2_000, [{ runId: "r1", receivedSeq: received }]);
   assert.notEqual(run.outlet.ready(), undefined, "a resume is no acknowledgement: still no room");
   await outboxFlushed();
   assert.equal(second.events.length, 0, "nothing sent again, nothing new");
@@ -358,8 +351,7 @@ Deno.test("after a resume, events the Edge received but its client did not take 
 
 Deno.test("with edge.resume_grace_ms 0 a lost link cancels the runs at once, as before", async () => {
   await using node = await ledgerNode({ graceMs: 0 });
-  const first = edgeLink(1 << 20);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(1 << 20);
   node.start("r1", { tokens: 10_000, token_delay_ms: 5 });
   await until("some output", () => first.events.length >= 3);
   node.ledger.detach();
@@ -370,8 +362,7 @@ Deno.test("with edge.resume_grace_ms 0 a lost link cancels the runs at once, as 
 
 Deno.test("a run that ended while held is sent to its end when resumed; one not resumed is only forgotten", async () => {
   await using node = await ledgerNode();
-  const first = edgeLink(1 << 20);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(1 << 20);
   node.start("resumed", { tokens: 5, start_delay_ms: 50 });
   node.start("dropped", { tokens: 5, start_delay_ms: 50 });
   // The runs' started events wait for their output or a heartbeat.
@@ -385,8 +376,7 @@ Deno.test("a run that ended while held is sent to its end when resumed; one not 
     [["resumed", 8], ["dropped", 8]],
     "started, 5 outputs, usage, completed",
   );
-  const second = edgeLink(1 << 20);
-  node.ledger.attach(second.link, [{ runId: "resumed", receivedSeq: 1 }]);
+  const second = node.attach(1 << 20, [{ runId: "resumed", receivedSeq: 1 }]);
   await until("the replay", () => second.events.some(isTerminal));
   assertWhole([first.of("resumed")[0]!, ...second.events], mockAnswer(PROMPT, 5));
   assert.deepEqual(second.of("dropped"), []);
@@ -398,8 +388,7 @@ Deno.test("a run that ended while held is sent to its end when resumed; one not 
 
 Deno.test("an event no frame can hold fails its run even while held, and the failure is resumed", async () => {
   await using node = await ledgerNode({ maxFrameBytes: 4_096 });
-  const first = edgeLink(1 << 20);
-  node.ledger.attach(first.link, []);
+  const first = node.attach(1 << 20);
   // 2,000 values take 8 KB: more than a 4 KiB frame.
   node.start("big", { start_delay_ms: 50 }, { dimensions: 2_000 });
   first.heartbeat();
@@ -408,8 +397,7 @@ Deno.test("an event no frame can hold fails its run even while held, and the fai
   const row = await node.ended("big");
   assert.equal(row.status, "failed");
   assert.match(row.error?.message ?? "", /more than the link's frame limit of 4096 bytes/);
-  const second = edgeLink(1 << 20);
-  node.ledger.attach(second.link, [{ runId: "big", receivedSeq: 1 }]);
+  const second = node.attach(1 << 20, [{ runId: "big", receivedSeq: 1 }]);
   await until("the failure", () => second.events.some(isTerminal));
   assert.deepEqual(second.events.map((e) => [e.seq, e.type]), [[2, "failed"]]);
 });
