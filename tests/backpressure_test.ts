@@ -10,9 +10,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
-import { openRunStore } from "../services/node/store/sqlite_store.ts";
-import type { RunRecord } from "../services/node/ports.ts";
-import { edgeReady, ServiceProcess } from "./process_stack.ts";
+import { edgeReady, historyOf, ServiceProcess } from "./process_stack.ts";
 import { freePort, until } from "./util.ts";
 
 const MiB = 1024 * 1024;
@@ -211,15 +209,6 @@ async function settled(what: string, read: () => number): Promise<number> {
     30_000,
     500,
   );
-}
-
-function historyOf(path: string): RunRecord[] {
-  const store = openRunStore(path);
-  try {
-    return store.history(50);
-  } finally {
-    store.close();
-  }
 }
 
 const SURFACES = [

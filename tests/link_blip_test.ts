@@ -10,10 +10,8 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { mockAnswer } from "../services/node/adapters/mock.ts";
-import { openRunStore } from "../services/node/store/sqlite_store.ts";
-import type { RunRecord } from "../services/node/ports.ts";
 import { NodeProcess } from "./node_process.ts";
-import { CutProxy } from "./process_stack.ts";
+import { CutProxy, historyOf } from "./process_stack.ts";
 import { mockNode, startEdge, type TestEdge } from "./stack.ts";
 import { until } from "./util.ts";
 
@@ -120,16 +118,6 @@ async function readStream(stream: AsyncIterable<OpenAI.Chat.Completions.ChatComp
 
 function client(edge: TestEdge): OpenAI {
   return new OpenAI({ apiKey: "unused", baseURL: `${edge.url}/v1`, maxRetries: 0 });
-}
-
-/** The node's history, newest first (the node process keeps writing it). */
-function historyOf(path: string): RunRecord[] {
-  const store = openRunStore(path);
-  try {
-    return store.history(50);
-  } finally {
-    store.close();
-  }
 }
 
 /** Waits until the Edge has seen the node's link die (by its heartbeats) and the node return. */

@@ -1,9 +1,12 @@
 /**
  * Real Edge and Node processes (`services/{edge,node}/main.ts`) from YAML configs, for the
  * fault suites, and a TCP proxy on the node wire that can cut the link the way a network does:
- * bytes stop flowing both ways and no side hears a close, so each finds out by its heartbeats.
+ * bytes stop flowing both ways and no side hears a close, so each finds out by its heartbeats;
+ * and a reader of the history file a Node process writes.
  * @module
  */
+import { openRunStore } from "../services/node/store/sqlite_store.ts";
+import type { RunRecord } from "../services/node/ports.ts";
 import { freePort, TextLog, until } from "./util.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -153,14 +156,12 @@ function closeQuietly(conn: Deno.Conn): void {
   }
 }
 
-/** The SSE `data:` payloads of an OpenAI stream body, `[DONE]` included. */
-export function sseData(text: string): string[] {
-  return text.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
-}
-
-/** The content a streamed chat completion delivered, joined in order. */
-export function streamedContent(text: string): string {
-  return sseData(text).filter((d) => d.startsWith("{")).map((d) =>
-    JSON.parse(d).choices?.[0]?.delta?.content ?? ""
-  ).join("");
+/** The runs in the history file of a Node process at `path`, newest first (it may still write). */
+export function historyOf(path: string): RunRecord[] {
+  const store = openRunStore(path);
+  try {
+    return store.history(50);
+  } finally {
+    store.close();
+  }
 }
