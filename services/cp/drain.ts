@@ -53,8 +53,8 @@ export async function drainCommands(options: DrainOptions): Promise<DrainOutcome
     else signal.addEventListener("abort", () => resolve("stopped_again"), { once: true });
   });
   try {
-    while (commands.inFlight().shares > 0) {
-      const left = commands.inFlight().shares;
+    let left = first.shares;
+    while (left > 0) {
       const outcome = await Promise.race([
         commands.nextShareEnd().then(() => "ended" as const),
         timedOut,
@@ -79,6 +79,7 @@ export async function drainCommands(options: DrainOptions): Promise<DrainOutcome
           shares_left: now.shares,
         });
       }
+      left = now.shares;
     }
     logger.info("control plane drained: every command in flight finished", {
       commands: first.commands,

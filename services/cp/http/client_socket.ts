@@ -206,17 +206,12 @@ class ClientSession {
       case "subscribe":
         if (this.#unsubscribe.length > 0) return;
         this.#unsubscribe.push(
-          registry.subscribe((event) => {
-            const msg: Msg = { case: "event", value: event };
-            // Sent at once while the client keeps up; wrapped (and keyed) only to be held.
-            if (this.#flow.sendsNow()) this.#send(0n, msg);
-            else this.#flow.push(() => this.#send(0n, msg), eventKey(event));
-          }),
-          commands.subscribe((update) => {
-            const msg: Msg = { case: "commandUpdate", value: update };
-            if (this.#flow.sendsNow()) this.#send(0n, msg);
-            else this.#flow.push(() => this.#send(0n, msg), updateKey(update));
-          }),
+          registry.subscribe((event) =>
+            this.#push({ case: "event", value: event }, eventKey(event))
+          ),
+          commands.subscribe((update) =>
+            this.#push({ case: "commandUpdate", value: update }, updateKey(update))
+          ),
         );
         return;
       case "statusRequest": {
@@ -267,6 +262,12 @@ class ClientSession {
       default:
         unhandled(msg, "client envelope");
     }
+  }
+
+  /** Pushes to the client: at once while it keeps up; wrapped (and keyed) only to be held. */
+  #push(msg: Msg, key: string | undefined): void {
+    if (this.#flow.sendsNow()) this.#send(0n, msg);
+    else this.#flow.push(() => this.#send(0n, msg), key);
   }
 
   /** Answers a request of the client, after anything held back for it. */
