@@ -103,14 +103,16 @@ Deno.test("a stored output over the Edge's frame limit is refused naming the lim
   const history = await edge.service.nodeCommand("n1", { type: "history", limit: 1 });
   assert.equal(history.type, "history");
   const runId = history.type === "history" ? history.runs[0]!.runId : "";
-  const startedAt = Date.now();
   const err = await edge.service.nodeCommand("n1", { type: "run_output", runId }).then(
     () => undefined,
     (e) => e,
   );
+  // The node's answer, not the Edge's 10 s timeout: the message names the frame limit.
   assert.ok(err instanceof Error, "the output cannot fit one frame");
-  assert.match(err.message, /over the link's frame limit of \d+ bytes \(wire\.max_frame_bytes\)/);
-  assert.ok(Date.now() - startedAt < 5_000, "answered, not timed out");
+  assert.match(
+    err.message,
+    /over the link's frame limit of \d+ bytes \(the smaller of the edge's wire\.max_frame_bytes/,
+  );
   assert.equal(edge.service.status().nodes[0]!.connectedAtMs, connectedAt, "the link stayed up");
 });
 

@@ -577,7 +577,8 @@ function handle(
                 new IopError(
                   "INVALID_ARGUMENT",
                   `Cannot send the answer as it is ${err.bytes} bytes, over the link's frame ` +
-                    `limit of ${err.limit} bytes (wire.max_frame_bytes)`,
+                    `limit of ${err.limit} bytes (the smaller of the edge's wire.max_frame_bytes and ` +
+                    "this node's edge.max_frame_bytes)",
                 ),
               ),
             },
