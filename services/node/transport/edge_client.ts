@@ -407,7 +407,6 @@ async function session(
   const heartbeat = startHeartbeat({
     intervalMs: payload.heartbeatIntervalMs,
     send: () => {
-      outbox.flush();
       conn.send(heartbeatEnvelope(core.inFlight)).catch(() => {});
     },
     onDead: (silentMs) => {

@@ -6,12 +6,9 @@
  * `setImmediate`, after the turn's I/O callbacks and their promise chains, not at the first
  * microtask checkpoint: a non-streamed answer's output and completion then cost the link one
  * write and the Edge one wake-up instead of two.
- *
- * A run's `started` event does not leave alone: nothing on the Edge waits for it (a client waits
- * for output, a refused run ends with `failed` at once), so it rides with the next frame to the
- * Edge, most often the run's own first output, a heartbeat at the latest (`flush`). A run
- * then costs the link a frame, and the Edge a wake-up, fewer. Without batches every event leaves
- * at once, as before.
+ * Without batches every event leaves at once. A run's `started` event leaves in its own turn:
+ * held for the run's first output it saved a non-streamed run a frame, but cost a stream's first
+ * chunk about a millisecond at concurrency 1 (the Edge then woke cold for it).
  *
  * A receiver closes a link that sends a frame over its limit (`edge.max_frame_bytes`, 4 MiB by
  * default), which ends every run on it. So a batch leaves early, in the same task, as soon as
@@ -67,10 +64,7 @@ export function refuseOversized(event: RunEvent, bytes: number, maxFrameBytes: n
 export interface EventOutbox {
   /** Queues a run event for the next batch. */
   emit: OutboxSink;
-  /**
-   * Sends at once what waits, the `started` events held back included: before a heartbeat, and
-   * before the link closes.
-   */
+  /** Sends at once what waits for the end of the turn: before the link closes. */
   flush(): void;
 }
 
@@ -107,7 +101,7 @@ export function eventOutbox(
     if (pendingBytes + bytes > budget) flush();
     pending.push(wire);
     pendingBytes += bytes;
-    if (event.type === "started" || queued) return;
+    if (queued) return;
     queued = true;
     setImmediate(flushQueued);
   };

@@ -6,6 +6,7 @@
  * cancels it with a reason its history keeps; without a window nothing waits or is kept.
  */
 import assert from "node:assert/strict";
+import { setImmediate } from "node:timers";
 import type { NodeEnvelope } from "../../../proto/gen/iop/v1/node_pb.ts";
 import { createLogger } from "../../../shared/log.ts";
 import { isTerminal, type RunEvent, runInput } from "../../../shared/run.ts";
@@ -134,31 +135,30 @@ async function ledgerNode(options: { graceMs?: number; maxFrameBytes?: number } 
   };
 }
 
-/**
- * A link as the Edge client builds it: a batching outbox, its frames decoded as they leave;
- * `heartbeat` sends what the outbox holds back, as the client's heartbeat does.
- */
+/** A link as the Edge client builds it: a batching outbox, its frames decoded as they leave. */
 function edgeLink(windowBytes: number) {
   const events: RunEvent[] = [];
-  const outbox = eventOutbox((msg: NodeEnvelope["msg"]) => {
+  const send = eventOutbox((msg: NodeEnvelope["msg"]) => {
     const wire = msg.case === "runEvents"
       ? msg.value.events
       : msg.case === "runEvent"
       ? [msg.value]
       : [];
     for (const w of wire) events.push(fromWireRunEvent(w)!);
-  }, { batches: true, maxFrameBytes: DEFAULT_MAX_FRAME_BYTES });
-  const link: LedgerLink = { send: outbox.emit, windowBytes };
+  }, { batches: true, maxFrameBytes: DEFAULT_MAX_FRAME_BYTES }).emit;
+  const link: LedgerLink = { send, windowBytes };
   return {
     link,
     events,
-    heartbeat: outbox.flush,
     of: (runId: string) => events.filter((e) => e.runId === runId),
   };
 }
 
-/** Lets the outbox's end-of-task flush run. */
-const outboxFlushed = () => new Promise((resolve) => setTimeout(resolve, 0));
+/**
+ * Lets the outbox's end-of-turn flush run: immediates run in order, so this one comes after the
+ * flush the outbox queued when it was given events (a 0 ms timer may fire before it).
+ */
+const outboxFlushed = () => new Promise((resolve) => setImmediate(resolve));
 
 const bytesOf = (events: RunEvent[]) => events.reduce((n, e) => n + estimatedEventBytes(e), 0);
 
@@ -365,8 +365,6 @@ Deno.test("a run that ended while held is sent to its end when resumed; one not 
   const first = node.attach(1 << 20);
   node.start("resumed", { tokens: 5, start_delay_ms: 50 });
   node.start("dropped", { tokens: 5, start_delay_ms: 50 });
-  // The runs' started events wait for their output or a heartbeat.
-  first.heartbeat();
   await until("both started", () => first.events.length === 2);
   node.ledger.detach();
   assert.equal((await node.ended("resumed")).status, "completed");
@@ -391,7 +389,6 @@ Deno.test("an event no frame can hold fails its run even while held, and the fai
   const first = node.attach(1 << 20);
   // 2,000 values take 8 KB: more than a 4 KiB frame.
   node.start("big", { start_delay_ms: 50 }, { dimensions: 2_000 });
-  first.heartbeat();
   await until("started", () => first.events.length === 1);
   node.ledger.detach();
   const row = await node.ended("big");

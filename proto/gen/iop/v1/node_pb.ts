@@ -286,7 +286,7 @@ export type RegisterResponse = Message<"iop.v1.RegisterResponse"> & {
 
   /**
    * The Edge reads RunEventBatch: the Node may send the run events of one turn of its event loop
-   * as one frame, and hold a run's RunStarted until its next frame (a heartbeat at the latest).
+   * as one frame.
    *
    * @generated from field: bool accepts_event_batches = 4;
    */
