@@ -162,13 +162,16 @@ export class ActiveRun implements RunHandle {
 
   /**
    * The run is bound to a link of its node (at dispatch, and a new one on a resume): from now on
-   * it acks in that link's window (0: not at all). Nothing is sent again on a new link: its
-   * registration answer told the node the last seq the Edge received, at least as far as any
-   * ack, and the node dropped what it retained up to there.
+   * it acks in that link's window (0: not at all). On a new link it acks at once what its
+   * consumer took so far: the node counts what the Edge received but did not acknowledge
+   * against the window, acks sent on the lost link may never have arrived and those due while
+   * detached were dropped, so a node whose window filled would otherwise wait for credit that
+   * never comes.
    */
   attached(windowBytes: number): void {
     this.#windowBytes = windowBytes;
     this.#ackEveryBytes = windowBytes / 4;
+    if (this.#flow && windowBytes > 0 && this.#takenSeq > 0 && !this.#finished) this.#sendAck();
   }
 
   /** Offers an event from the node; out-of-order duplicates are dropped as stale. */

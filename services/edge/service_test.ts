@@ -182,7 +182,7 @@ Deno.test("a run with output waits for its node, and resumes on its new connecti
   const link = new RecordingLink();
   const fresh = reconnect(service, old, { link, resumed: [runId] });
   assert.deepEqual([fresh.inFlight, service.status().nodes[0]!.detachedRuns], [1, undefined]);
-  assert.deepEqual(link.acks, [], "its registration answer told the node what the Edge took");
+  assert.deepEqual(link.acks, [], "a link without a window is sent no acks");
   // The node sends again what followed seq 2; a repeat of seq 2 is dropped.
   service.runEvent(fresh, event(runId, 2, { type: "output", text: "a" }));
   service.runEvent(fresh, event(runId, 3, { type: "output", text: "b" }));
@@ -195,6 +195,38 @@ Deno.test("a run with output waits for its node, and resumes on its new connecti
   assert.deepEqual(texts, ["a", "b"]);
   assert.equal((await handle.done).type, "completed");
   assert.equal(fresh.inFlight, 0);
+});
+
+Deno.test("a resumed run's new link is acked at once what its client took, as acks on the lost link may never have arrived", async () => {
+  const { service, sessions } = serviceWith(["n1"]);
+  const before = new RecordingLink();
+  // A window of 4096 bytes: an ack per 1024 bytes taken, about six one-letter outputs.
+  const old = reconnect(service, sessions.get("n1")!, { link: before, runWindowBytes: 4096 });
+  const handle = await service.dispatch(old, runInput({ adapter: "mock", target: "m" }));
+  for (let seq = 1; seq <= 9; seq++) {
+    service.runEvent(old, event(handle.runId, seq, { type: "output", text: "x" }));
+  }
+  assert.equal(before.acks.length, 1, "one ack a quarter window in");
+  const [[, ackedSeq]] = before.acks as [[string, number]];
+  assert.ok(ackedSeq < 9, "the events after it are below the next quarter");
+  // The consumer pauses: what it is handed from now on is not taken.
+  handle.setReaderPaused(true);
+  service.runEvent(old, event(handle.runId, 10, { type: "output", text: "x" }));
+  service.nodeDisconnected(old, "connection reset");
+
+  const after = new RecordingLink();
+  const fresh = reconnect(service, old, {
+    link: after,
+    runWindowBytes: 4096,
+    resumed: [handle.runId],
+  });
+  assert.deepEqual(after.acks, [[handle.runId, 9]], "taken so far, not the event held unread");
+  service.runEvent(
+    fresh,
+    event(handle.runId, 11, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  assert.deepEqual(after.acks.at(-1), [handle.runId, 11], "the end is acked, read or not");
+  assert.equal((await handle.done).type, "completed");
 });
 
 Deno.test("a pool run with no output yet fails over to another node at once", async () => {
