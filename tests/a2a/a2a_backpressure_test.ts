@@ -6,6 +6,7 @@
  * started the task goes on to its end.
  */
 import assert from "node:assert/strict";
+import net from "node:net";
 import { mockAnswer } from "../../services/node/adapters/mock.ts";
 import { A2aTaskManager } from "../../services/edge/a2a/task_manager.ts";
 import { memoryTaskStore } from "../../services/edge/a2a/task_store.ts";
@@ -23,6 +24,9 @@ function floodConfig(stallTimeoutMs: number): RawConfig {
   return {
     edge: { id: "edge-flood" },
     control_plane: { address: "" },
+    // Edge, Node and clients share one event loop here, which the flood keeps busy in bursts of
+    // a whole window: beats far enough apart that a starved machine does not drop the link.
+    wire: { heartbeat_interval_ms: 2000 },
     runs: { stall_timeout_ms: stallTimeoutMs },
     a2a: { task_retention_ms: 60_000, store_path: ":memory:", max_task_bytes: 8 * 1024 * 1024 },
     nodes: [{
@@ -96,28 +100,46 @@ function frames(text: string): Record<string, unknown>[] {
 
 /**
  * A JSON-RPC stream on a raw TCP socket, so that the test decides when (if ever) its bytes are
- * read: it reads up to the first SSE frame, then nothing until `rest()`.
+ * read: it reads up to the first SSE frame, then nothing until `rest()`. It is a `node:net`
+ * socket, paused, rather than a `Deno.Conn` left unread: on a starved machine a second read of a
+ * `Deno.Conn` whose peer had flooded it was seen never to return with the bytes in its buffer.
  */
-class RawStream {
-  readonly #conn: Deno.TcpConn;
+class RawStream implements Disposable {
+  readonly #socket: net.Socket;
   readonly #chunks: Uint8Array[] = [];
+  readonly #ended = Promise.withResolvers<void>();
+  #onData: (() => void) | undefined;
 
-  private constructor(conn: Deno.TcpConn) {
-    this.#conn = conn;
+  private constructor(socket: net.Socket) {
+    this.#socket = socket;
+    socket.on("data", (chunk: Uint8Array) => {
+      this.#chunks.push(chunk);
+      this.#onData?.();
+    });
+    // A reset counts as the end: the server dropped the connection.
+    socket.on("error", () => this.#ended.resolve());
+    socket.on("close", () => this.#ended.resolve());
   }
 
   static async open(port: number, path: string, method: string, params: unknown) {
-    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    const socket = net.connect({ host: "127.0.0.1", port });
+    const stream = new RawStream(socket);
     const body = JSON.stringify({ jsonrpc: "2.0", id: 7, method, params });
-    await conn.write(new TextEncoder().encode(
+    socket.write(
       `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
         `Accept: text/event-stream\r\nConnection: close\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
-    ));
-    const stream = new RawStream(conn);
-    const text = () => new TextDecoder().decode(stream.#bytes());
-    while (!text().includes("\n\n", text().indexOf("\r\n\r\n") + 4)) {
-      if (!await stream.#read()) throw new Error("the stream ended before its first frame");
-    }
+    );
+    const firstFrame = Promise.withResolvers<void>();
+    stream.#onData = () => {
+      const text = new TextDecoder().decode(stream.#bytes());
+      if (text.includes("\n\n", text.indexOf("\r\n\r\n") + 4)) firstFrame.resolve();
+    };
+    stream.#ended.promise.then(() =>
+      firstFrame.reject(new Error("the stream ended before its first frame"))
+    );
+    await firstFrame.promise;
+    stream.#onData = undefined;
+    socket.pause();
     return stream;
   }
 
@@ -128,10 +150,16 @@ class RawStream {
 
   /** Reads the rest of the response, to its end or the connection's; then closes. */
   async rest(): Promise<{ frames: Record<string, unknown>[]; complete: boolean }> {
-    while (await this.#read());
-    this.#conn.close();
+    this.#socket.resume();
+    await this.#ended.promise;
+    this.#socket.destroy();
     const { body, complete } = decodeChunked(this.#bytes());
     return { frames: frames(body), complete };
+  }
+
+  /** Closes the socket, so a failed test does not leave the server waiting on it. */
+  [Symbol.dispose](): void {
+    this.#socket.destroy();
   }
 
   #bytes(): Uint8Array {
@@ -142,19 +170,6 @@ class RawStream {
       offset += c.length;
     }
     return all;
-  }
-
-  async #read(): Promise<boolean> {
-    const buf = new Uint8Array(256 * 1024);
-    let n: number | null;
-    try {
-      n = await this.#conn.read(buf);
-    } catch {
-      return false; // reset: the server dropped the connection
-    }
-    if (n === null) return false;
-    this.#chunks.push(buf.slice(0, n));
-    return true;
   }
 }
 
@@ -202,7 +217,7 @@ function decodeChunked(bytes: Uint8Array): { body: string; complete: boolean } {
 
 Deno.test("a stream that started a task and stops reading pauses its run, which is cancelled after runs.stall_timeout_ms while other streams go on", async () => {
   await using edge = await startFloodEdge(1000);
-  const stalled = await RawStream.open(edge.port, "/a2a/flood", "message/stream", {
+  using stalled = await RawStream.open(edge.port, "/a2a/flood", "message/stream", {
     message: message("go"),
   });
   const task = stalled.first.result as { id: string };
@@ -262,7 +277,7 @@ Deno.test("a resubscriber that falls behind gets a final error event and is clos
   while (!text.includes("\n\n")) text += (await reader.read()).value ?? "";
   const task = frames(text)[0]!.result as { id: string };
 
-  const lagging = await RawStream.open(edge.port, "/a2a/flood", "tasks/resubscribe", {
+  using lagging = await RawStream.open(edge.port, "/a2a/flood", "tasks/resubscribe", {
     id: task.id,
   });
   assert.equal((lagging.first.result as { id: string }).id, task.id);
