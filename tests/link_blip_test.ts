@@ -175,6 +175,33 @@ Deno.test("a 3-second cut of the node link loses no token of a stream and no ste
   assert.deepEqual(rows.map((r) => r.adapter).sort(), ["cli", "mock"]);
 });
 
+Deno.test("a link cut one way loses no token: the node says it gives up on it, and the Edge waits for it", async () => {
+  const { edge, proxy } = await blipStack();
+  await using _edge = { [Symbol.asyncDispose]: () => edge.close() };
+  using _proxy = proxy;
+  await using node = await startNodeProc(edge, proxy);
+  const runs = startedRuns(edge);
+  const chat = readStream(
+    await client(edge).chat.completions.create({
+      model: "chat",
+      stream: true,
+      messages: [{ role: "user", content: PROMPT }],
+    }),
+  );
+  await until("the stream to be under way", () => underWay(edge, runs, 1));
+  // The Edge's frames stop reaching the node while the node's tokens keep reaching the Edge,
+  // right up to the moment the node, deaf for three heartbeats, closes the link.
+  const cutAt = Date.now();
+  proxy.cutReturn();
+  await waitForRedial(edge, cutAt);
+
+  const streamed = await chat;
+  assert.equal(streamed.error, undefined, `${streamed.error}\n${node.stderr.text}`);
+  assert.equal(streamed.text, mockAnswer(PROMPT, MOCK.tokens));
+  assert.equal(streamed.finish, "stop");
+  assert.match(node.stderr.text, /edge missed heartbeats, closing link/);
+});
+
 Deno.test("a cut longer than the grace period ends the runs with a clear error, in history too", async () => {
   // The node gives up first, so its history says why whichever side noticed the cut first.
   const { edge, proxy } = await blipStack(3_000);

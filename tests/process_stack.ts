@@ -71,13 +71,17 @@ export async function edgeReady(url: string, logs: TextLog[]): Promise<void> {
 /**
  * A TCP proxy from a local port to `target`. `cut()` freezes every connection through it (what
  * is read is dropped, nothing is closed) and closes new ones at once; `heal()` ends the frozen
- * connections and lets new ones through again.
+ * connections and lets new ones through again. `cutReturn()` freezes only what `target` sends
+ * back on the connections open at that moment: the dialer's bytes still arrive, and new
+ * connections go through whole.
  */
 export class CutProxy implements Disposable {
   readonly port = freePort();
   readonly #listener: Deno.TcpListener;
   readonly #target: Deno.ConnectOptions;
   readonly #pairs = new Set<Deno.TcpConn[]>();
+  /** Connections whose way back from `target` is frozen (`cutReturn`). */
+  readonly #returnCut = new Set<Deno.TcpConn[]>();
   #healed = Promise.withResolvers<void>();
   #cut = false;
 
@@ -97,9 +101,15 @@ export class CutProxy implements Disposable {
     this.#cut = true;
   }
 
+  /** Stops what `target` sends back on the open connections; the dialer's bytes go on. */
+  cutReturn(): void {
+    for (const pair of this.#pairs) this.#returnCut.add(pair);
+  }
+
   /** Ends the connections the cut froze and lets new ones through. */
   heal(): void {
     this.#cut = false;
+    this.#returnCut.clear();
     for (const pair of this.#pairs) for (const c of pair) closeQuietly(c);
     this.#pairs.clear();
     this.#healed.resolve();
@@ -115,20 +125,25 @@ export class CutProxy implements Disposable {
       void Deno.connect(this.#target).then((outbound) => {
         const pair = [inbound, outbound];
         this.#pairs.add(pair);
-        void this.#pump(inbound, outbound, pair);
-        void this.#pump(outbound, inbound, pair);
+        void this.#pump(inbound, outbound, pair, false);
+        void this.#pump(outbound, inbound, pair, true);
       }, () => closeQuietly(inbound));
     }
   }
 
-  async #pump(from: Deno.TcpConn, to: Deno.TcpConn, pair: Deno.TcpConn[]): Promise<void> {
+  async #pump(
+    from: Deno.TcpConn,
+    to: Deno.TcpConn,
+    pair: Deno.TcpConn[],
+    back: boolean,
+  ): Promise<void> {
     const buffer = new Uint8Array(64 * 1024);
     try {
       while (true) {
         const n = await from.read(buffer);
         if (n === null) break;
         // Frozen: the bytes are lost, as on a dead network, and the peers hear nothing.
-        if (this.#cut) {
+        if (this.#cut || (back && this.#returnCut.has(pair))) {
           await this.#healed.promise;
           break;
         }
@@ -139,6 +154,7 @@ export class CutProxy implements Disposable {
       // The other side or heal() closed it.
     }
     this.#pairs.delete(pair);
+    this.#returnCut.delete(pair);
     for (const c of pair) closeQuietly(c);
   }
 

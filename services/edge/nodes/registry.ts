@@ -29,6 +29,11 @@ export interface NodeSession {
    * and refuses new runs, so an operator cannot undrain it. Absent: false.
    */
   stopping?: boolean;
+  /**
+   * The node said on this link that it gives up on it (EdgeNodeEvent.link_abandoned) and will
+   * come back with its runs: its close is a blip, not its exit. Absent: false.
+   */
+  abandoned?: boolean;
   /** Its hold on its id (an enrolled node's entry follows it); absent: it holds none. */
   seat?: Seat;
   /** Adapters the node built from its config (from its config_applied report). */

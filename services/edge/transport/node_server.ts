@@ -411,6 +411,13 @@ function handleNodeEvent(
       });
       service.nodeStopping(session);
       return;
+    case "linkAbandoned":
+      // Its runs wait for it to register again, whatever frames arrived just before the close.
+      log.warn("node gives up on its link: it heard nothing from the edge", {
+        silent_ms: ev.value.silentMs,
+      });
+      session.abandoned = true;
+      return;
     case "registered":
     case "disconnected":
     case undefined:

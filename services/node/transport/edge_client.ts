@@ -268,6 +268,21 @@ export function startEdgeClient(options: EdgeClientOptions): EdgeClient {
   };
 }
 
+/** How long a link the node gives up on has to carry the notice before it is closed. */
+const ABANDON_NOTICE_MS = 1000;
+
+/**
+ * Closes a link the Edge went silent on, telling the Edge first (EdgeNodeEvent.link_abandoned):
+ * the node's frames may still reach it, and without the notice it would take the close for this
+ * node's exit and fail the runs the node holds for their resume.
+ */
+function abandonLink(conn: Conn, options: EdgeClientOptions, silentMs: number): void {
+  const notice = conn.send(nodeEvent(options, { case: "linkAbandoned", value: { silentMs } }));
+  void withTimeout(notice, ABANDON_NOTICE_MS).catch(() => {}).finally(() =>
+    conn.close(`no heartbeat for ${silentMs} ms`)
+  );
+}
+
 /** Sends EdgeNodeEvent.draining: this node takes no new runs and finishes its own. */
 function sendDraining(conn: Conn, options: EdgeClientOptions, deadlineMs: number): void {
   conn.send(nodeEvent(options, {
@@ -411,7 +426,7 @@ async function session(
     },
     onDead: (silentMs) => {
       logger.warn("edge missed heartbeats, closing link", { silent_ms: silentMs });
-      conn.close(`no heartbeat for ${silentMs} ms`);
+      abandonLink(conn, options, silentMs);
     },
   });
   try {
