@@ -451,6 +451,26 @@ Deno.test("EdgeService cancels through the node's link and rejects a run it cann
   assert.equal(service.status().runsInFlight, 0, "the refused run is not left in flight");
 });
 
+Deno.test("a pool run its node's link could not take goes to another provider once", async () => {
+  const { service, links, sessions } = serviceWith(["n1", "n2"]);
+  const submit = () =>
+    service.submitRun({ ...runInput({ adapter: "", target: "" }), modelGroup: "g" });
+  links.get("n1")!.failSends = true;
+  const handle = await submit();
+  assert.equal(handle.nodeId, "n2", "sent to the other provider");
+  assert.equal(links.get("n2")!.runs.length, 1);
+  assert.equal(service.status().runsInFlight, 1, "the unsent attempt is not left in flight");
+  service.runEvent(
+    sessions.get("n2")!,
+    event(handle.runId, 1, { type: "completed", finishReason: "stop", exitCode: 0 }),
+  );
+  await handle.done;
+
+  // Once only: with both links refusing, the caller hears why.
+  links.get("n2")!.failSends = true;
+  await assert.rejects(submit(), { code: "UNAVAILABLE", message: /Cannot send run to node/ });
+});
+
 Deno.test("EdgeService drops events from a node that does not own the run", async () => {
   const { service, sessions } = serviceWith(["n1", "n2"]);
   const handle = await service.dispatch(
