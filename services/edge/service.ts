@@ -270,9 +270,9 @@ export class EdgeService implements OpsGateway {
    * (missed heartbeats) or that failed otherwise, and one the peer closed or reset after two
    * heartbeat intervals or more in which nothing arrived from it (a node that gave up on a link
    * cut both ways, a middlebox resetting a link gone quiet). A close that follows frames read
-   * just before it still counts as the node's exit unless the node said it gave up on the link
-   * (EdgeNodeEvent.link_abandoned: its frames kept coming while the Edge's did not reach it, a
-   * cut one way only, or one side read late, starved or paused).
+   * just before it still counts as the node's exit; a node that gave up on the link (its frames
+   * kept coming while the Edge's did not reach it, a cut one way only, or one side read late)
+   * says so first (EdgeNodeEvent.link_abandoned), and the Edge closes the link itself.
    */
   nodeDisconnected(
     session: NodeSession,
@@ -281,8 +281,7 @@ export class EdgeService implements OpsGateway {
   ): void {
     if (!this.#registry.remove(session)) return;
     session.seat?.release(session.stopping === true);
-    const talking = session.abandoned !== true &&
-      this.#now() - session.lastSeenMs < 2 * this.#config.wire.heartbeatIntervalMs;
+    const talking = this.#now() - session.lastSeenMs < 2 * this.#config.wire.heartbeatIntervalMs;
     this.#linkLost(session, reason, options.peerClosed && talking ? "ended" : "lost");
     this.#metrics?.nodesConnected.set(this.#registry.size);
     this.#bus.publish({ type: "node_disconnected", atMs: this.#now(), nodeId: session.id, reason });

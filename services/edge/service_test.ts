@@ -20,8 +20,13 @@ class RecordingLink implements NodeLink {
   readonly cancels: [string, string][] = [];
   closed: string | undefined;
   failSends = false;
+  /** Runs the link refused while `failSends`. */
+  refused = 0;
   run(runId: string, input: RunInput): Promise<void> {
-    if (this.failSends) return Promise.reject(new Error("link down"));
+    if (this.failSends) {
+      this.refused++;
+      return Promise.reject(new Error("link down"));
+    }
     this.runs.push({ runId, input });
     return Promise.resolve();
   }
@@ -457,6 +462,7 @@ Deno.test("a pool run its node's link could not take goes to another provider on
     service.submitRun({ ...runInput({ adapter: "", target: "" }), modelGroup: "g" });
   links.get("n1")!.failSends = true;
   const handle = await submit();
+  assert.equal(links.get("n1")!.refused, 1, "tried first on n1, the first of two idle providers");
   assert.equal(handle.nodeId, "n2", "sent to the other provider");
   assert.equal(links.get("n2")!.runs.length, 1);
   assert.equal(service.status().runsInFlight, 1, "the unsent attempt is not left in flight");

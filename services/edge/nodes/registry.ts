@@ -31,7 +31,7 @@ export interface NodeSession {
   stopping?: boolean;
   /**
    * The node said on this link that it gives up on it (EdgeNodeEvent.link_abandoned) and will
-   * come back with its runs: its close is a blip, not its exit. Absent: false.
+   * come back with its runs: the Edge closes the link as a blip, not the node's exit.
    */
   abandoned?: boolean;
   /** Its hold on its id (an enrolled node's entry follows it); absent: it holds none. */

@@ -259,6 +259,12 @@ async function serveSession(
         conn.close(violation);
         break;
       }
+      if (session.abandoned) {
+        // Closed here rather than by the node: no new run goes to a link it gave up on, and
+        // its runs wait for it to register again, whatever frames arrived just before.
+        conn.close("node gave up on the link");
+        break;
+      }
     }
   } catch (err) {
     if (err instanceof FrameError) log.warn("bad frame from node, closing its link", { err });
@@ -412,11 +418,10 @@ function handleNodeEvent(
       service.nodeStopping(session);
       return;
     case "linkAbandoned":
-      // Its runs wait for it to register again, whatever frames arrived just before the close.
       log.warn("node gives up on its link: it heard nothing from the edge", {
         silent_ms: ev.value.silentMs,
       });
-      session.abandoned = true;
+      session.abandoned = true; // the session's loop closes the link
       return;
     case "registered":
     case "disconnected":

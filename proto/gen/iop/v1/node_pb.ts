@@ -1780,7 +1780,8 @@ export const RunAckSchema: GenMessage<RunAck> = /*@__PURE__*/
 
 /**
  * LinkAbandoned: the Node gives up on this link, as it heard nothing from the Edge for silent_ms
- * (3 heartbeat intervals), and will register again holding its runs. Its frames may have kept
+ * (at least 3 heartbeat intervals), and will register again holding its runs; the Edge closes
+ * the link at once, and routes no new run to it. Its frames may have kept
  * reaching the Edge (a link cut one way, an Edge or Node too starved to read): without this the
  * Edge takes a close right after frames for the Node's exit and fails its runs; with it, it
  * waits for them to resume. An older Edge ignores it.
