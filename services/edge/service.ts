@@ -488,8 +488,12 @@ export class EdgeService implements OpsGateway {
           runId,
           signal.reason instanceof IopError ? signal.reason.message : "client went away",
         );
-      signal.addEventListener("abort", onAbort, { once: true });
-      void run.done.then(() => signal.removeEventListener("abort", onAbort));
+      // The client may have gone while the run was being sent: no abort event is left to come.
+      if (signal.aborted) onAbort();
+      else {
+        signal.addEventListener("abort", onAbort, { once: true });
+        void run.done.then(() => signal.removeEventListener("abort", onAbort));
+      }
     }
     return run;
   }

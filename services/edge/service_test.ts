@@ -22,13 +22,15 @@ class RecordingLink implements NodeLink {
   failSends = false;
   /** Runs the link refused while `failSends`. */
   refused = 0;
+  /** When set, a run's send completes only once this resolves (a slow socket). */
+  sendGate: Promise<void> | undefined;
   run(runId: string, input: RunInput): Promise<void> {
     if (this.failSends) {
       this.refused++;
       return Promise.reject(new Error("link down"));
     }
     this.runs.push({ runId, input });
-    return Promise.resolve();
+    return this.sendGate ?? Promise.resolve();
   }
   cancel(runId: string, reason: string): void {
     this.cancels.push([runId, reason]);
@@ -475,6 +477,23 @@ Deno.test("a pool run its node's link could not take goes to another provider on
   // Once only: with both links refusing, the caller hears why.
   links.get("n2")!.failSends = true;
   await assert.rejects(submit(), { code: "UNAVAILABLE", message: /Cannot send run to node/ });
+});
+
+Deno.test("a client that goes away while its run is still being sent cancels it on the node", async () => {
+  const { service, links, sessions } = serviceWith(["n1"]);
+  const link = links.get("n1")!;
+  const gate = Promise.withResolvers<void>();
+  link.sendGate = gate.promise;
+  const client = new AbortController();
+  const dispatched = service.dispatch(
+    sessions.get("n1")!,
+    runInput({ adapter: "mock", target: "m" }),
+    { signal: client.signal },
+  );
+  client.abort();
+  gate.resolve();
+  const handle = await dispatched;
+  assert.deepEqual(link.cancels, [[handle.runId, "client went away"]]);
 });
 
 Deno.test("EdgeService drops events from a node that does not own the run", async () => {
