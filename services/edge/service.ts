@@ -413,7 +413,12 @@ export class EdgeService implements OpsGateway {
     });
   }
 
-  /** Sends a run to a chosen node and tracks it; exposed for routing layers (provider pools). */
+  /**
+   * Sends a run to a chosen node and tracks it; exposed for routing layers (provider pools).
+   * Rejects when the node's link cannot take the run — except for a pool run (`options.pool`)
+   * the link merely could not send (it was closing): that one resolves, already failed as a
+   * retryable UNAVAILABLE, so its pool replaces it as any run that never ran.
+   */
   async dispatch(
     session: NodeSession,
     submission: RunSubmission,
@@ -469,6 +474,7 @@ export class EdgeService implements OpsGateway {
         retryable: refused === undefined,
       }, this.#now());
       this.#settle(run, session);
+      if (refused === undefined && options.pool !== undefined) return run;
       throw refused ??
         new IopError("UNAVAILABLE", `Cannot send run to node '${session.id}'`, { cause: err });
     }

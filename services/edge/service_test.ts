@@ -465,7 +465,7 @@ Deno.test("a pool run its node's link could not take goes to another provider on
   links.get("n1")!.failSends = true;
   const handle = await submit();
   assert.equal(links.get("n1")!.refused, 1, "tried first on n1, the first of two idle providers");
-  assert.equal(handle.nodeId, "n2", "sent to the other provider");
+  await until("the run to go to the other provider", () => handle.nodeId === "n2");
   assert.equal(links.get("n2")!.runs.length, 1);
   assert.equal(service.status().runsInFlight, 1, "the unsent attempt is not left in flight");
   service.runEvent(
@@ -476,7 +476,37 @@ Deno.test("a pool run its node's link could not take goes to another provider on
 
   // Once only: with both links refusing, the caller hears why.
   links.get("n2")!.failSends = true;
-  await assert.rejects(submit(), { code: "UNAVAILABLE", message: /Cannot send run to node/ });
+  const refused = await (await submit()).done;
+  assert.equal(refused.type, "failed");
+  assert.match(refused.type === "failed" ? refused.message : "", /Cannot send run to node 'n2'/);
+  assert.equal(service.status().runsInFlight, 0, "neither unsent attempt is left in flight");
+});
+
+Deno.test("a pool run is replaced once in all: unsent on one node, then lost on another, it fails", async () => {
+  const { service, links, sessions } = serviceWith(["n1", "n2", "n3"]);
+  links.get("n1")!.failSends = true;
+  const handle = await service.submitRun({
+    ...runInput({ adapter: "", target: "" }),
+    modelGroup: "g",
+  });
+  await until("the unsent run to go to n2", () => handle.nodeId === "n2");
+  links.get("n1")!.failSends = false; // n1 could take a third attempt now
+  service.runEvent(
+    sessions.get("n2")!,
+    event(handle.runId, 1, {
+      type: "failed",
+      code: "NODE_LOST",
+      message: "Node 'n2' was lost while running",
+      retryable: true,
+    }),
+  );
+  const terminal = await handle.done;
+  assert.equal(terminal.type === "failed" && terminal.code, "NODE_LOST");
+  assert.deepEqual(
+    [links.get("n1")!.runs.length, links.get("n3")!.runs.length],
+    [0, 0],
+    "no third attempt",
+  );
 });
 
 Deno.test("a client that goes away while its run is still being sent cancels it on the node", async () => {

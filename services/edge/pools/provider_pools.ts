@@ -111,8 +111,6 @@ export class ProviderPools {
   readonly #metrics: PoolMetrics | undefined;
   /** The connection each pool attempt was sent on, so that a retry skips exactly that one. */
   readonly #sentOn = new WeakMap<RunHandle, NodeSession>();
-  /** The connection a pool attempt could not be sent on (its error), so a retry skips it. */
-  readonly #unsentOn = new WeakMap<Error, NodeSession>();
 
   constructor(deps: PoolDeps) {
     this.#deps = deps;
@@ -187,29 +185,17 @@ export class ProviderPools {
     submission: RunSubmission,
     options: SubmitOptions = {},
   ): Promise<RunHandle> {
-    const attempt = (exclude: Set<NodeSession>) =>
-      this.#acquire({ group, submission, options, exclude });
-    // A run its node's link could not take (the link was closing) never ran: once, like a run
-    // its node lost before any output, it goes to another provider instead of failing.
-    const sent = attempt(new Set()).catch((err) => {
-      const skip = err instanceof Error ? this.#unsentOn.get(err) : undefined;
-      if (!skip) throw err;
-      this.#metrics?.admissions.labels(group, "retried").inc();
-      this.#deps.logger.warn("pool run could not be sent to its node; retrying", {
-        pool: group,
-        node_id: skip.id,
-        err: err.message,
-        trace_id: traceIdOf(submission.traceParent),
-      });
-      return attempt(new Set([skip]));
-    });
-    return sent.then((first) =>
+    // A run that never ran (its node lost it before any output, or its link could not take it
+    // as it was closing: dispatch then hands back the run already failed) goes, once, to
+    // another provider instead of failing.
+    return this.#acquire({ group, submission, options, exclude: new Set() }).then((first) =>
       new PooledRun(first, (failed, reason, cancelled) => {
         this.#metrics?.admissions.labels(group, "retried").inc();
-        this.#deps.logger.warn("pool run failed on its node before any output; retrying", {
+        this.#deps.logger.warn("pool run never ran on its node; retrying", {
           pool: group,
           node_id: failed.nodeId,
           code: reason.type === "failed" ? reason.code : reason.type,
+          err: reason.type === "failed" ? reason.message : "",
           trace_id: traceIdOf(submission.traceParent),
         });
         const skip = this.#sentOn.get(failed);
@@ -499,10 +485,6 @@ export class ProviderPools {
       },
       (err) => {
         release();
-        // Not sent (a closing link); refused runs (too large for any link) are not retryable.
-        if (err instanceof IopError && err.code === "UNAVAILABLE" && err.retryable) {
-          this.#unsentOn.set(err, session);
-        }
         throw err;
       },
     );
