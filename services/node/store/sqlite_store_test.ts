@@ -456,8 +456,37 @@ Deno.test("a history file of schema 2 opens, gains the trace_id column and keeps
   store.close();
   const db = new DatabaseSync(tmp.path);
   try {
-    assert.deepEqual({ ...db.prepare("PRAGMA user_version").get() }, { user_version: 3 });
+    assert.deepEqual({ ...db.prepare("PRAGMA user_version").get() }, {
+      user_version: SCHEMA_VERSION,
+    });
   } finally {
     db.close();
   }
+});
+
+Deno.test("a history file of schema 3 opens, and the runs it left running are marked interrupted", async () => {
+  await using tmp = await tempDbPath();
+  // A file the previous Node wrote: schema 3, every row in a status index.
+  const before = openRunStore(tmp.path);
+  before.startRun(run("done", 1_000));
+  before.completeRun("done", { status: "completed", finishedAtMs: 1_100, outputSummary: "" });
+  before.startRun(run("left", 2_000));
+  before.close();
+  const old = new DatabaseSync(tmp.path);
+  old.exec(`DROP INDEX runs_running; CREATE INDEX runs_by_status ON runs (status);
+    PRAGMA user_version = 3;`);
+  old.close();
+
+  const store = openRunStore(tmp.path);
+  assert.equal(store.markInterrupted(9_000), 1);
+  store.startRun(run("new", 10_000));
+  assert.deepEqual(store.history(10).map((r) => [r.runId, r.status]), [
+    ["new", "running"],
+    ["left", "interrupted"],
+    ["done", "completed"],
+  ]);
+  store.close();
+  const reopened = openRunStore(tmp.path);
+  assert.equal(reopened.markInterrupted(11_000), 1, "the run left running by the second process");
+  reopened.close();
 });
