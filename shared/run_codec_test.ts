@@ -1,8 +1,13 @@
 import assert from "node:assert/strict";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { RunRequestSchema, ToolChoiceMode, ToolChoiceSchema } from "../proto/gen/iop/v1/node_pb.ts";
+import {
+  RunEventSchema,
+  RunRequestSchema,
+  ToolChoiceMode,
+  ToolChoiceSchema,
+} from "../proto/gen/iop/v1/node_pb.ts";
 import { type RunInput, runInput } from "./run.ts";
-import { fromRunRequest, toRunRequest } from "./run_codec.ts";
+import { fromRunRequest, fromWireRunEvent, toRunRequest, toWireRunEvent } from "./run_codec.ts";
 
 /** Encodes `input` to bytes and back, as the Edge→Node link does. */
 function roundTrip(input: RunInput): RunInput {
@@ -82,4 +87,23 @@ Deno.test("fromRunRequest drops a malformed trace_parent together with its trace
   const back = fromRunRequest(req);
   assert.ok(!("traceParent" in back));
   assert.ok(!("traceState" in back));
+});
+
+Deno.test("an output delta goes to the wire as the message protobuf-es builds, and back", () => {
+  const event = { runId: "run-1", seq: 7, timestampMs: 1_700_000_000_123, type: "output" as const };
+  for (const text of ["", "hello", "naïve 😀 text"]) {
+    const wire = toWireRunEvent({ ...event, text });
+    const built = create(RunEventSchema, {
+      runId: "run-1",
+      seq: 7n,
+      timestampMs: 1_700_000_000_123n,
+      event: { case: "output", value: { text } },
+    });
+    assert.deepEqual(wire, built);
+    assert.deepEqual(toBinary(RunEventSchema, wire), toBinary(RunEventSchema, built));
+    assert.deepEqual(fromWireRunEvent(fromBinary(RunEventSchema, toBinary(RunEventSchema, wire))), {
+      ...event,
+      text,
+    });
+  }
 });
