@@ -12,7 +12,9 @@ import { runInput } from "../shared/run.ts";
 import { dialLink } from "../shared/wire/link.ts";
 import type { DialTls } from "../shared/wire/tls.ts";
 import { mockNode, startNode, startStack, type TestEdge } from "./stack.ts";
-import { dialTlsOf } from "./tls_fixture.ts";
+import { dialTlsOf, listenTlsOf } from "./tls_fixture.ts";
+import { listenFrames } from "../shared/wire/listener.ts";
+import { createLogger } from "../shared/log.ts";
 
 async function trustOnly(): Promise<DialTls> {
   const files = await dialTlsOf("node");
@@ -68,7 +70,7 @@ Deno.test("300 anonymous sockets announcing 4 MiB frames are cut off at the pref
   assert.deepEqual(late.adapters, ["mock"]);
 });
 
-Deno.test("beyond max_pending_connections, sockets that never log in are closed on arrival; nodes still register", async () => {
+Deno.test("beyond max_pending_connections, sockets that never log in are closed on arrival, not counted as failed handshakes; nodes still register", async () => {
   await using edge = await startStack({
     config: {
       wire: { max_pending_connections: 20, register_timeout_ms: 1_500 },
@@ -90,6 +92,8 @@ Deno.test("beyond max_pending_connections, sockets that never log in are closed 
   // Once the anonymous ones timed out, a real node registers as usual.
   const late = await startNode(edge, { id: "late", readyMs: 10_000 });
   assert.deepEqual(late.adapters, ["mock"]);
+  // Only the 20 let in and never finishing a handshake failed one; the Edge turned the rest away.
+  assert.equal(await rejected(edge, "handshake"), 20);
   for (const conn of idle) {
     try {
       conn.close();
@@ -114,4 +118,27 @@ Deno.test("a register request larger than the login limit is refused before regi
   await closedByServer(link);
   assert.equal(await rejected(edge, "oversize"), 1);
   assert.equal(edge.service.status().nodes.find((n) => n.id === "n1")?.connected, false);
+});
+
+Deno.test("a burst of failed TLS handshakes is counted in full but logged once per 10 s", async () => {
+  const lines: string[] = [];
+  let failed = 0;
+  await using listener = await listenFrames({
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: await listenTlsOf("edge"),
+    logger: createLogger("test", { level: "warn", writer: (line) => lines.push(line) }),
+    onHandshakeFailed: () => failed++,
+    handle: () => Promise.resolve(),
+  });
+  const notTls = new TextEncoder().encode("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  for (let i = 0; i < 12; i++) {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: listener.port });
+    await conn.write(notTls);
+    await conn.read(new Uint8Array(64)).catch(() => null); // closed by the server
+    conn.close();
+  }
+  while (failed < 12) await new Promise((r) => setTimeout(r, 10));
+  const warned = lines.filter((l) => l.includes("peer failed the TLS handshake"));
+  assert.equal(warned.length, 1, lines.join("\n"));
 });

@@ -74,6 +74,28 @@ class PendingGate {
   }
 }
 
+/**
+ * Warns at most once every `everyMs` with `message`, and says how many were left out since: one
+ * line per failed handshake would let a storm of reconnects (or a hostile crowd) flood the log.
+ */
+function throttledWarning(logger: Logger, message: string, everyMs = 10_000) {
+  let warnedAtMs = -Infinity;
+  let suppressed = 0;
+  return (fields: Record<string, unknown>) => {
+    const now = Date.now();
+    if (now - warnedAtMs < everyMs) {
+      suppressed++;
+      return;
+    }
+    warnedAtMs = now;
+    logger.warn(
+      message,
+      suppressed > 0 ? { ...fields, suppressed_since_last: suppressed } : fields,
+    );
+    suppressed = 0;
+  };
+}
+
 /** A running listener. */
 export interface Listener extends AsyncDisposable {
   readonly hostname: string;
@@ -173,10 +195,14 @@ async function listenTls(options: ListenOptions, settings: ListenTls): Promise<L
   const gate = new PendingGate(options);
   /** Each connection's pending place by peer address, held from the TCP accept on. */
   const places = new Map<string, () => void>();
+  /** Sockets closed on arrival for the cap: their aborted handshake is ours, not the peer's. */
+  const turnedAway = new WeakSet<Socket>();
+  const handshakeFailed = throttledWarning(options.logger, "peer failed the TLS handshake");
   server.on("connection", (socket: Socket) => {
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
     const leave = gate.enter(remote);
     if (!leave) {
+      turnedAway.add(socket);
       socket.destroy();
       return;
     }
@@ -197,12 +223,14 @@ async function listenTls(options: ListenOptions, settings: ListenTls): Promise<L
     void handler.finally(() => handlers.delete(handler));
   });
   server.on("tlsClientError", (err: Error, socket: tls.TLSSocket) => {
-    options.onHandshakeFailed?.();
-    options.logger.warn("peer failed the TLS handshake", {
-      remote: `${socket.remoteAddress}:${socket.remotePort}`,
-      reason: err.message,
-    });
+    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
     socket.destroy();
+    // The TLS socket's `_parent` is the TCP socket it wraps (as in Node); without it, a
+    // connection turned away is counted as a failed handshake too.
+    const tcp = (socket as unknown as { _parent?: Socket })._parent;
+    if (tcp && turnedAway.has(tcp)) return;
+    options.onHandshakeFailed?.();
+    handshakeFailed({ remote, reason: err.message });
   });
   server.on("error", (err: Error) => options.logger.warn("listener error", { err }));
   await new Promise<void>((resolve, reject) => {
