@@ -154,6 +154,11 @@ export interface EdgeHttpConfig {
    * its own network, so a link lets a client reach whatever that backend can.
    */
   allowImageLinks: boolean;
+  /**
+   * An OpenAI SSE stream idle this long gets a `: keep-alive` comment (`sse_keepalive_ms`,
+   * default 15 s, as the SSE spec suggests for proxies with idle timeouts); 0 = none.
+   */
+  sseKeepaliveMs: number;
 }
 
 /** The whole validated Edge configuration. */
@@ -231,6 +236,7 @@ export const EDGE_ENV: readonly EnvOverride[] = [
   { env: "IOP_EDGE_API_KEYS", path: "http.api_keys", type: "list" },
   { env: "IOP_EDGE_HTTP_ALLOWED_HOSTS", path: "http.allowed_hosts", type: "list" },
   { env: "IOP_EDGE_CORS_ALLOWED_ORIGINS", path: "http.cors.allowed_origins", type: "list" },
+  { env: "IOP_EDGE_HTTP_SSE_KEEPALIVE_MS", path: "http.sse_keepalive_ms", type: "number" },
   { env: "IOP_EDGE_WIRE_HOST", path: "wire.host", type: "string" },
   { env: "IOP_EDGE_WIRE_PORT", path: "wire.port", type: "number" },
   { env: "IOP_EDGE_HEARTBEAT_INTERVAL_MS", path: "wire.heartbeat_interval_ms", type: "number" },
@@ -321,6 +327,7 @@ export function parseEdgeConfig(raw: unknown, file: string): EdgeConfig {
       cors: { allowedOrigins: readAllowedOrigins(http.section("cors")) },
       allowMockMetadata: http.boolean("allow_mock_metadata", false),
       allowImageLinks: http.boolean("allow_image_links", false),
+      sseKeepaliveMs: http.number("sse_keepalive_ms", 15_000, { min: 0 }),
     },
     wire: {
       host: wire.nonEmpty("host", "127.0.0.1"),

@@ -419,6 +419,17 @@ Deno.test("IOP_EDGE_HTTP_ALLOWED_HOSTS and IOP_EDGE_CORS_ALLOWED_ORIGINS set the
   });
 });
 
+Deno.test("http.sse_keepalive_ms defaults to 15 s, 0 turns it off, IOP_EDGE_HTTP_SSE_KEEPALIVE_MS sets it", async () => {
+  assert.equal(parseEdgeConfig({}, FILE).http.sseKeepaliveMs, 15_000);
+  assert.equal(parseEdgeConfig({ http: { sse_keepalive_ms: 0 } }, FILE).http.sseKeepaliveMs, 0);
+  rejects({ http: { sse_keepalive_ms: -1 } }, "http.sse_keepalive_ms", /at least 0/);
+  await withFile("edge: { id: e }\n", async (path) => {
+    const env: Record<string, string> = { IOP_EDGE_HTTP_SSE_KEEPALIVE_MS: "5000" };
+    const config = await loadEdgeConfig(path, (name) => env[name]);
+    assert.equal(config.http.sseKeepaliveMs, 5000);
+  });
+});
+
 Deno.test("responses defaults: a store under .iop/<edge id>, 10000 kept (1000 a tenant, 1 GiB) for 30 days, 1 MiB each", () => {
   const config = parseEdgeConfig({ edge: { id: "edge-r" } }, FILE);
   assert.deepEqual(config.responses, {

@@ -255,10 +255,21 @@ export async function embedRun(
 export type AnswerWriter = (out: (text: string) => void) => Generator<void, void, RunEvent>;
 
 /**
+ * What a stream sends when it has had nothing to say for `everyMs` (an SSE comment), so that a
+ * proxy or client with an idle timeout keeps the connection while a run waits (its node's link
+ * blipped, a model thinks before its next token).
+ */
+export interface KeepAlive {
+  everyMs: number;
+  text: string;
+}
+
+/**
  * A response body written by `write` as the run's events arrive. Each event is handled as soon
  * as its frame is read, and what one socket read produced leaves as one chunk (flushed after
  * the current task), so a burst of deltas costs one write, not one per delta. When the client
- * goes away the run is cancelled. `onEnd` runs once either way.
+ * goes away the run is cancelled. `onEnd` runs once either way. With `keepAlive`, a body idle
+ * for its `everyMs` gets its `text`, unless the client is not reading what it already holds.
  *
  * Flow control: once the body holds {@linkcode STREAM_HIGH_WATER_BYTES} the client has not
  * read, the run is told its reader is paused, and that it reads again when the client takes
@@ -269,11 +280,15 @@ export function streamBody(
   run: StartedRun,
   write: AnswerWriter,
   onEnd: () => void,
+  keepAlive?: KeepAlive,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   let pending = "";
   let scheduled = false;
   let closed = false;
+  /** When the body last took a chunk (only kept with `keepAlive`). */
+  let wroteAt = 0;
+  let idleTimer: ReturnType<typeof setTimeout> | undefined;
   /** What the run was last told: the body is full and the client does not read. */
   let paused = false;
   /**
@@ -287,6 +302,7 @@ export function streamBody(
     if (pending === "" || closed) return;
     controller.enqueue(encoder.encode(pending));
     pending = "";
+    if (keepAlive) wroteAt = performance.now();
     if (!paused && controller.desiredSize! <= 0) {
       paused = true;
       run.handle.setReaderPaused(true);
@@ -301,10 +317,22 @@ export function streamBody(
       queueMicrotask(flush);
     }
   };
+  // One timer per stream, set again when it fires, never per chunk: it checks how long the
+  // body has been idle rather than being pushed back by every write.
+  const keepAwake = ({ everyMs, text }: KeepAlive, delay = everyMs) => {
+    idleTimer = setTimeout(() => {
+      if (closed) return;
+      const idle = performance.now() - wroteAt;
+      if (idle < everyMs) return keepAwake({ everyMs, text }, everyMs - idle);
+      if (!paused) out(text);
+      keepAwake({ everyMs, text });
+    }, delay);
+  };
   const finish = (err?: unknown) => {
     if (closed) return;
     flush();
     closed = true;
+    clearTimeout(idleTimer);
     release?.();
     onEnd();
     if (err === undefined) controller.close();
@@ -313,6 +341,10 @@ export function streamBody(
   return new ReadableStream<Uint8Array>({
     start(c) {
       controller = c;
+      if (keepAlive && keepAlive.everyMs > 0) {
+        wroteAt = performance.now();
+        keepAwake(keepAlive);
+      }
       const writer = write(out);
       try {
         writer.next();
@@ -346,6 +378,7 @@ export function streamBody(
     cancel() {
       if (closed) return;
       closed = true;
+      clearTimeout(idleTimer);
       release?.();
       run.handle.cancel("client went away");
       onEnd();

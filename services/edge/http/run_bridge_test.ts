@@ -273,3 +273,40 @@ Deno.test("a whole answer never pauses its run, however much it holds", async ()
   assert.equal(answer.text.length, 1 + 200 * 1024);
   assert.deepEqual(run.pauses, []);
 });
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+Deno.test("streamBody sends its keep-alive while the run sends nothing, not while it streams", async () => {
+  const run = new FakeRun();
+  const starting = startRun(serviceFor(run), submission, never, caller);
+  run.emit({ type: "output", text: "a" });
+  const body = streamBody(await starting, textWriter, () => {}, { everyMs: 300, text: "." });
+  const reading = chunksOf(body);
+  await sleep(1_000); // a run waiting for its node: keep-alives at about 300, 600 and 900 ms
+  for (let i = 0; i < 60; i++) { // then a delta every 10 ms for 600 ms: none
+    run.emit({ type: "output", text: "b" });
+    await sleep(10);
+  }
+  run.emit({ type: "completed", finishReason: "stop", exitCode: 0 });
+  const text = (await reading).join("");
+  const [idle, streaming] = [text.slice(0, text.indexOf("b")), text.slice(text.indexOf("b"))];
+  assert.ok(idle.startsWith("[a") && /^\[a\.{2,3}$/.test(idle), `while idle: ${idle}`);
+  assert.equal(streaming, "b".repeat(60) + "]");
+});
+
+Deno.test("streamBody adds no keep-alive to a body its client is not reading", async () => {
+  const run = new FakeRun();
+  const starting = startRun(serviceFor(run), submission, never, caller);
+  run.emit({ type: "output", text: "a" });
+  const body = streamBody(await starting, textWriter, () => {}, { everyMs: 50, text: "." });
+  const reader = body.getReader();
+  run.emit({ type: "output", text: "x".repeat(64 * 1024) }); // fills the body: paused
+  await sleep(300);
+  assert.deepEqual(run.pauses, [true]);
+  run.emit({ type: "completed", finishReason: "stop", exitCode: 0 });
+  let text = "";
+  for (let r = await reader.read(); !r.done; r = await reader.read()) {
+    text += new TextDecoder().decode(r.value);
+  }
+  assert.equal(text.replaceAll("x", ""), "[a]");
+});

@@ -17,7 +17,7 @@ import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
 import { modelsFor, resolveModel, submissionFor } from "../model_resolver.ts";
-import { collectAnswer, startRun, streamBody } from "../run_bridge.ts";
+import { collectAnswer, type KeepAlive, startRun, streamBody } from "../run_bridge.ts";
 import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
 import {
   openaiErrorResponse,
@@ -65,6 +65,9 @@ const CHAT_FIELDS: FeatureFields = {
   truncate: "truncate",
   sampling: "input",
 };
+
+/** An SSE comment: every SSE parser skips it (the OpenAI SDKs, `eventsource-parser`). */
+const sseKeepAlive = (everyMs: number): KeepAlive => ({ everyMs, text: ": keep-alive\n\n" });
 
 const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -155,6 +158,7 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
       run,
       (out) => chatChunks(req.model, req.includeUsage, meter, out),
       meter.streamEnded,
+      sseKeepAlive(service.config.http.sseKeepaliveMs),
     );
     return new Response(body, { headers: { ...SSE_HEADERS, ...session } });
   });
@@ -189,7 +193,12 @@ export function createOpenAIApp(deps: OpenAIAppDeps): Hono {
       meter.usage(answer.usage.inputTokens, answer.usage.outputTokens);
       return c.json(responseObject(req, answer, keep), 200, session);
     }
-    const body = streamBody(run, (out) => responseEvents(req, meter, out, keep), meter.streamEnded);
+    const body = streamBody(
+      run,
+      (out) => responseEvents(req, meter, out, keep),
+      meter.streamEnded,
+      sseKeepAlive(service.config.http.sseKeepaliveMs),
+    );
     return new Response(body, { headers: { ...SSE_HEADERS, ...session } });
   });
 
