@@ -155,7 +155,7 @@ export interface EdgeHttpConfig {
    */
   allowImageLinks: boolean;
   /**
-   * An OpenAI SSE stream idle this long gets a `: keep-alive` comment (`sse_keepalive_ms`,
+   * An OpenAI or A2A SSE stream idle this long gets a `: keep-alive` comment (`sse_keepalive_ms`,
    * default 15 s, as the SSE spec suggests for proxies with idle timeouts); 0 = none.
    */
   sseKeepaliveMs: number;

@@ -44,6 +44,12 @@ function profiles(dir: string) {
       resume_args: ["-c", 'printf "resume:%s:%s" "$1" "$2"', "sh", "{session}", "{prompt}"],
     },
     {
+      // Says something, then nothing for 600 ms, then the rest.
+      name: "pause",
+      command: "sh",
+      args: ["-c", "echo before; sleep 0.6; echo after"],
+    },
+    {
       // Each run appends its pid to `${dir}/slow.pids`, then idles until cancelled.
       name: "slow",
       command: "sh",
@@ -54,10 +60,13 @@ function profiles(dir: string) {
 }
 
 /** The Edge config of the A2A suites, with CLI profiles writing into `dir`. */
-function a2aConfig(dir: string, apiKeys: string[] = []): RawConfig {
+function a2aConfig(dir: string, apiKeys: string[] = [], sseKeepaliveMs?: number): RawConfig {
   return {
     edge: { id: "edge-test" },
-    http: { api_keys: apiKeys },
+    http: {
+      api_keys: apiKeys,
+      ...(sseKeepaliveMs === undefined ? {} : { sse_keepalive_ms: sseKeepaliveMs }),
+    },
     wire: { heartbeat_interval_ms: 1000 },
     control_plane: { address: "" },
     a2a: { task_retention_ms: 60_000, store_path: ":memory:" },
@@ -78,13 +87,21 @@ function a2aConfig(dir: string, apiKeys: string[] = []): RawConfig {
       { id: "nowhere", name: "Unserved", kind: "a2a", adapter: "cli", target: "missing" },
       { id: "other-echo", name: "Other echo", kind: "a2a", adapter: "cli", target: "echo" },
       { id: "slow", name: "Slow", kind: "a2a", adapter: "cli", target: "slow" },
+      { id: "pause", name: "Pauser", kind: "a2a", adapter: "cli", target: "pause" },
     ],
   };
 }
 
 /** Starts the A2A suites' Edge over `store` with its Node registered; the Edge closes `store`. */
-export function startA2aEdge(store: A2aTaskStore, apiKeys: string[] = []): Promise<TestEdge> {
-  return startStack({ config: (dir) => a2aConfig(dir, apiKeys), a2a: store });
+export function startA2aEdge(
+  store: A2aTaskStore,
+  apiKeys: string[] = [],
+  options: { sseKeepaliveMs?: number } = {},
+): Promise<TestEdge> {
+  return startStack({
+    config: (dir) => a2aConfig(dir, apiKeys, options.sseKeepaliveMs),
+    a2a: store,
+  });
 }
 
 /** Options of {@linkcode startTenantEdge}. */

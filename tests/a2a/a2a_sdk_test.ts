@@ -223,3 +223,33 @@ Deno.test("the SDK sees TaskNotFound for an unknown task and a failed task when 
     /No node offers adapter 'cli' with target 'missing'/,
   );
 });
+
+Deno.test("a task silent for http.sse_keepalive_ms gets keep-alive comments on its stream; the SDK reads past them", async () => {
+  await using stack = await startA2aEdge(memoryTaskStore(), [], { sseKeepaliveMs: 100 });
+  const client = await agentClient(stack.url, "pause");
+  let streamed = "";
+  let final: TaskState | undefined;
+  for await (const event of client.sendMessageStream(userMessage("go"))) {
+    const p = event.payload!;
+    if (p.$case === "artifactUpdate") streamed += textOf(p.value.artifact!.parts);
+    if (p.$case === "statusUpdate") final = p.value.status!.state;
+  }
+  assert.equal(streamed, "before\nafter\n");
+  assert.equal(final, TaskState.TASK_STATE_COMPLETED);
+
+  const res = await fetch(`${stack.url}/a2a/pause`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "a2a-version": "1.0" },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "SendStreamingMessage",
+      params: {
+        message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text: "go" }] },
+      },
+    }),
+  });
+  const raw = await res.text();
+  const comments = raw.split("\n\n").filter((e) => e === ": keep-alive").length;
+  assert.ok(comments >= 2, `about five in the 600 ms pause, got ${comments}:\n${raw}`);
+});

@@ -39,6 +39,8 @@ export interface RpcContext {
    * Edge's `runs.stall_timeout_ms`; 0 = never.
    */
   stallTimeoutMs: number;
+  /** A stream silent this long sends a keep-alive comment (`http.sse_keepalive_ms`); 0 = never. */
+  keepAliveMs: number;
   /**
    * The node's flow-control window (`runs.window_bytes`): the stream that started a task may
    * hold this much more (four times, for JSON's escapes), as the node may still send up to a
@@ -202,6 +204,7 @@ function sse(
     highWaterBytes: SSE_HIGH_WATER_BYTES,
     maxBufferedBytes,
     stallTimeoutMs: ctx.stallTimeoutMs,
+    keepAliveMs: ctx.keepAliveMs,
   }, {
     onFull: (full) => watch.setReaderPaused(full),
     lagFrame: (maxBytes) =>

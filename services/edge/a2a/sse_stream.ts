@@ -9,9 +9,15 @@
  * - a frame that would take it past `maxBufferedBytes` cuts the subscriber off: a final error
  *   frame says why and the stream closes once drained (the task itself goes on);
  * - full for longer than `stallTimeoutMs` (`runs.stall_timeout_ms`), the stream is errored,
- *   which drops what it holds and ends the client's response.
+ *   which drops what it holds and ends the client's response;
+ * - silent for `keepAliveMs` (`http.sse_keepalive_ms`) while attached and not full, it sends an
+ *   SSE comment, `: keep-alive`, which every SSE parser skips, so proxies and clients with idle
+ *   timeouts keep a stream whose task is busy without news.
  * @module
  */
+import { type IdleTicker, idleTicker } from "../http/idle_ticker.ts";
+
+const KEEP_ALIVE = new TextEncoder().encode(": keep-alive\n\n");
 
 /** High-water mark of every A2A stream: 64 KiB unread by the client make it full. */
 export const SSE_HIGH_WATER_BYTES = 64 * 1024;
@@ -27,6 +33,8 @@ export interface StreamLimits {
   maxBufferedBytes: number;
   /** How long the stream may stay full before it is errored; 0 = never. */
   stallTimeoutMs: number;
+  /** How long it may stay silent before it sends a keep-alive comment; 0 or absent = never. */
+  keepAliveMs?: number;
 }
 
 /** Why a subscriber stopped receiving frames. */
@@ -63,10 +71,16 @@ export class BoundedSse {
   #closing = false;
   #finished = false;
   #stallTimer: ReturnType<typeof setTimeout> | undefined;
+  #idle: IdleTicker | undefined;
 
   constructor(limits: StreamLimits, hooks: BoundedSseHooks) {
     this.#limits = limits;
     this.#hooks = hooks;
+    if (limits.keepAliveMs) {
+      this.#idle = idleTicker(limits.keepAliveMs, () => {
+        if (this.#attached && !this.#full) this.#enqueue(KEEP_ALIVE);
+      });
+    }
     this.body = new ReadableStream<Uint8Array>({
       start: (controller) => {
         this.#controller = controller;
@@ -110,6 +124,7 @@ export class BoundedSse {
 
   #enqueue(frame: Uint8Array): void {
     this.#controller.enqueue(frame);
+    this.#idle?.touch();
     if (this.#full || (this.#controller.desiredSize ?? 0) > 0) return;
     this.#full = true;
     if (this.#limits.stallTimeoutMs > 0) {
@@ -152,6 +167,7 @@ export class BoundedSse {
   #detach(reason: DetachReason): void {
     if (!this.#attached) return;
     this.#attached = false;
+    this.#idle?.stop();
     this.#hooks.onDetach(reason);
   }
 

@@ -80,6 +80,7 @@ export function createA2aSurface(options: A2aSurfaceOptions): A2aSurface {
         tasks: options.tasks,
         logger: options.logger,
         stallTimeoutMs: options.config().runs.stallTimeoutMs,
+        keepAliveMs: options.config().http.sseKeepaliveMs,
         windowBytes: options.config().runs.windowBytes,
       });
     },

@@ -5,6 +5,7 @@
  * and fold the run's events into an answer.
  * @module
  */
+import { type IdleTicker, idleTicker } from "./idle_ticker.ts";
 import { type ErrorCode, IopError, isErrorCode, OverloadedError } from "../../../shared/errors.ts";
 import { AsyncQueue } from "../../../shared/async_queue.ts";
 import {
@@ -286,9 +287,7 @@ export function streamBody(
   let pending = "";
   let scheduled = false;
   let closed = false;
-  /** When the body last took a chunk (only kept with `keepAlive`). */
-  let wroteAt = 0;
-  let idleTimer: ReturnType<typeof setTimeout> | undefined;
+  let idle: IdleTicker | undefined;
   /** What the run was last told: the body is full and the client does not read. */
   let paused = false;
   /**
@@ -302,7 +301,7 @@ export function streamBody(
     if (pending === "" || closed) return;
     controller.enqueue(encoder.encode(pending));
     pending = "";
-    if (keepAlive) wroteAt = performance.now();
+    idle?.touch();
     if (!paused && controller.desiredSize! <= 0) {
       paused = true;
       run.handle.setReaderPaused(true);
@@ -317,22 +316,11 @@ export function streamBody(
       queueMicrotask(flush);
     }
   };
-  // One timer per stream, set again when it fires, never per chunk: it checks how long the
-  // body has been idle rather than being pushed back by every write.
-  const keepAwake = ({ everyMs, text }: KeepAlive, delay = everyMs) => {
-    idleTimer = setTimeout(() => {
-      if (closed) return;
-      const idle = performance.now() - wroteAt;
-      if (idle < everyMs) return keepAwake({ everyMs, text }, everyMs - idle);
-      if (!paused) out(text);
-      keepAwake({ everyMs, text });
-    }, delay);
-  };
   const finish = (err?: unknown) => {
     if (closed) return;
     flush();
     closed = true;
-    clearTimeout(idleTimer);
+    idle?.stop();
     release?.();
     onEnd();
     if (err === undefined) controller.close();
@@ -342,8 +330,10 @@ export function streamBody(
     start(c) {
       controller = c;
       if (keepAlive && keepAlive.everyMs > 0) {
-        wroteAt = performance.now();
-        keepAwake(keepAlive);
+        const { everyMs, text } = keepAlive;
+        idle = idleTicker(everyMs, () => {
+          if (!paused) out(text);
+        });
       }
       const writer = write(out);
       try {
@@ -378,7 +368,7 @@ export function streamBody(
     cancel() {
       if (closed) return;
       closed = true;
-      clearTimeout(idleTimer);
+      idle?.stop();
       release?.();
       run.handle.cancel("client went away");
       onEnd();
