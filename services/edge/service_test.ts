@@ -465,7 +465,9 @@ Deno.test("a pool run its node's link could not take goes to another provider on
   links.get("n1")!.failSends = true;
   const handle = await submit();
   assert.equal(links.get("n1")!.refused, 1, "tried first on n1, the first of two idle providers");
-  await until("the run to go to the other provider", () => handle.nodeId === "n2");
+  // Handed out only once it runs there: its ids are those of the attempt that runs.
+  assert.equal(handle.nodeId, "n2", "sent to the other provider");
+  assert.equal(handle.runId, links.get("n2")!.runs[0]!.runId);
   assert.equal(links.get("n2")!.runs.length, 1);
   assert.equal(service.status().runsInFlight, 1, "the unsent attempt is not left in flight");
   service.runEvent(
@@ -489,7 +491,7 @@ Deno.test("a pool run is replaced once in all: unsent on one node, then lost on 
     ...runInput({ adapter: "", target: "" }),
     modelGroup: "g",
   });
-  await until("the unsent run to go to n2", () => handle.nodeId === "n2");
+  assert.equal(handle.nodeId, "n2");
   links.get("n1")!.failSends = false; // n1 could take a third attempt now
   service.runEvent(
     sessions.get("n2")!,

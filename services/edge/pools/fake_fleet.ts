@@ -114,7 +114,7 @@ export class Fleet {
   async #dispatch(
     session: NodeSession,
     submission: RunSubmission,
-    _options: SubmitOptions,
+    options: SubmitOptions,
   ): Promise<RunHandle> {
     const runId = `run-${this.sent.length + 1}`;
     const run = new ActiveRun(
@@ -130,7 +130,13 @@ export class Fleet {
     try {
       await session.link.run(runId, submission);
     } catch (err) {
-      throw new IopError("UNAVAILABLE", `Cannot send run to node '${session.id}'`, { cause: err });
+      // As EdgeService.dispatch: a pool run the link could not take comes back already failed.
+      const message = `Cannot send run to node '${session.id}': ${(err as Error).message}`;
+      if (options.pool === undefined) {
+        throw new IopError("UNAVAILABLE", message, { cause: err });
+      }
+      run.finish({ type: "failed", code: "UNAVAILABLE", message, retryable: true }, this.nowMs);
+      return run;
     }
     this.sent.push({ session, submission, run, seq: 0 });
     this.#emit(this.sent.at(-1)!, {

@@ -41,6 +41,8 @@ export class PooledRun implements RunHandle {
   #retryAbort: AbortController | undefined;
   /** What the consumer last said of itself; a retry attempt starts with it. */
   #readerPaused = false;
+  /** The replacement being dispatched, while one is. */
+  #replacing: Promise<void> | undefined;
 
   constructor(first: RunHandle, retry: Retry) {
     this.#current = first;
@@ -82,6 +84,15 @@ export class PooledRun implements RunHandle {
     return this.#done.promise;
   }
 
+  /**
+   * Resolves once no replacement is being dispatched: at once, unless the current attempt
+   * already failed replaceably (a first attempt its link could not take), so that a caller
+   * handed the run sees the ids of the attempt that runs, not of one that never did.
+   */
+  get settled(): Promise<void> {
+    return this.#replacing ?? Promise.resolve();
+  }
+
   /** Cancels the current attempt and prevents a retry. */
   cancel(reason = "cancelled by client"): void {
     this.#cancelReason ??= reason;
@@ -110,7 +121,7 @@ export class PooledRun implements RunHandle {
         return;
       }
       if (replaceable(event, produced) && !retried && this.#cancelReason === undefined) {
-        void this.#retry(event, retry);
+        this.#replacing = this.#retry(event, retry).finally(() => this.#replacing = undefined);
         return;
       }
       this.#end(event);

@@ -40,6 +40,29 @@ Deno.test(
 );
 
 Deno.test(
+  "a caller that has its run is not told later that the run's replacement queues",
+  strict,
+  async () => {
+    const fleet = new Fleet(fleetConfig([
+      { id: "node-a", providers: [{ id: "pa", max: 1 }] },
+      { id: "node-b", providers: [{ id: "pb", max: 1 }] },
+    ]));
+    let queuedCalls = 0;
+    const handle = await fleet.pools.submit("demo", sub("r0"), { onQueued: () => queuedCalls++ });
+    await fleet.pools.submit("demo", sub("r1")); // node-b is full now
+    fleet.lose(0); // the replacement must avoid node-a and waits for node-b
+    await settle();
+    assert.equal(fleet.pools.queueDepth("demo"), 1, "the replacement waits in the queue");
+    assert.equal(queuedCalls, 0, "the caller, long answered, hears nothing of it");
+    fleet.complete(1);
+    await settle();
+    assert.equal(handle.nodeId, "node-b");
+    fleet.complete(2);
+    assert.equal((await handle.done).type, "completed");
+  },
+);
+
+Deno.test(
   "a run whose node is lost after output started fails NODE_LOST without a retry",
   strict,
   async () => {

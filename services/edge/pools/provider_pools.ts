@@ -187,9 +187,20 @@ export class ProviderPools {
   ): Promise<RunHandle> {
     // A run that never ran (its node lost it before any output, or its link could not take it
     // as it was closing: dispatch then hands back the run already failed) goes, once, to
-    // another provider instead of failing.
-    return this.#acquire({ group, submission, options, exclude: new Set() }).then((first) =>
-      new PooledRun(first, (failed, reason, cancelled) => {
+    // another provider instead of failing. Only the caller still waiting for the run hears that
+    // a replacement queues; one that has its run already is not called back later.
+    let handedOut = false;
+    const onQueued = options.onQueued;
+    const retryOptions: SubmitOptions = onQueued
+      ? {
+        ...options,
+        onQueued: (position) => {
+          if (!handedOut) onQueued(position);
+        },
+      }
+      : options;
+    return this.#acquire({ group, submission, options, exclude: new Set() }).then(async (first) => {
+      const run = new PooledRun(first, (failed, reason, cancelled) => {
         this.#metrics?.admissions.labels(group, "retried").inc();
         this.#deps.logger.warn("pool run never ran on its node; retrying", {
           pool: group,
@@ -205,11 +216,14 @@ export class ProviderPools {
         return this.#acquire({
           group,
           submission,
-          options: { ...options, signal },
+          options: { ...retryOptions, signal },
           exclude: new Set(skip ? [skip] : []),
         });
-      })
-    );
+      });
+      await run.settled;
+      handedOut = true;
+      return run;
+    });
   }
 
   #acquire(admission: Admission): Promise<RunHandle> {

@@ -218,7 +218,9 @@ Deno.test(
   "a slot is freed by a run that fails, is cancelled or cannot be sent",
   strict,
   async () => {
-    const fleet = new Fleet(fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }]));
+    const fleet = new Fleet(
+      fleetConfig([{ id: "node-a", providers: [{ id: "pa", max: 1 }] }], { max_wait_ms: 300 }),
+    );
     const first = await fleet.pools.submit("demo", sub("r0"));
     const q1 = fleet.pools.submit("demo", sub("q1"));
     first.cancel("user");
@@ -239,9 +241,12 @@ Deno.test(
     const q3 = fleet.pools.submit("demo", sub("q3"));
     const q4 = track(fleet.pools.submit("demo", sub("q4")));
     fleet.complete(2);
-    await assert.rejects(q3, { code: "UNAVAILABLE" });
-    // q3's failed send released the slot again, so q4 was tried (and failed) as well.
-    await assert.rejects(q4.promise, { code: "UNAVAILABLE" });
+    // q3's failed send released the slot again, so q4 was tried (and failed) as well; each
+    // waited its queue time for another connection, then ends with the send's failure.
+    for (const handle of [await q3, await q4.promise]) {
+      const done = await handle.done;
+      assert.equal(done.type === "failed" && done.code, "UNAVAILABLE");
+    }
     assert.deepEqual(fleet.pools.stats("pa"), { inFlight: 0, queued: 0 });
     assert.equal(fleet.pools.queueDepth("demo"), 0);
   },
