@@ -23,7 +23,12 @@ const NODE = "node-blip";
 /** Prints 30 numbered lines 100 ms apart, like a deploy reporting its steps. */
 const DEPLOY = 'i=1; while [ $i -le 30 ]; do echo "step $i"; i=$((i+1)); sleep 0.1; done';
 
-async function blipStack(edgeGraceMs?: number) {
+/**
+ * The Edge, a cut proxy before its node wire, and the node process dialing through it (with the
+ * grace periods given); disposing it stops the node, then the proxy, then the Edge.
+ */
+async function blipStack(grace: { edgeMs?: number; nodeMs?: number } = {}) {
+  const edgeGraceMs = grace.edgeMs;
   const edge = await startEdge({
     tls: "off",
     http: true,
@@ -46,7 +51,23 @@ async function blipStack(edgeGraceMs?: number) {
     },
   });
   const proxy = new CutProxy({ hostname: "127.0.0.1", port: edge.wire.port });
-  return { edge, proxy };
+  const stopEdge = async () => {
+    proxy[Symbol.dispose]();
+    await edge.close();
+  };
+  const node = await startNodeProc(edge, proxy, grace.nodeMs).catch(async (err) => {
+    await stopEdge();
+    throw err;
+  });
+  return {
+    edge,
+    proxy,
+    node,
+    async [Symbol.asyncDispose]() {
+      await node[Symbol.asyncDispose]();
+      await stopEdge();
+    },
+  };
 }
 
 /** Starts the node process through `proxy`; resolves once the Edge saw it apply its config. */
@@ -129,10 +150,8 @@ async function waitForRedial(edge: TestEdge, before: number): Promise<void> {
 }
 
 Deno.test("a 3-second cut of the node link loses no token of a stream and no step of a CLI run", async () => {
-  const { edge, proxy } = await blipStack();
-  await using _edge = { [Symbol.asyncDispose]: () => edge.close() };
-  using _proxy = proxy;
-  await using node = await startNodeProc(edge, proxy);
+  await using stack = await blipStack();
+  const { edge, proxy, node } = stack;
   const openai = client(edge);
   const runs = startedRuns(edge);
 
@@ -176,10 +195,8 @@ Deno.test("a 3-second cut of the node link loses no token of a stream and no ste
 });
 
 Deno.test("a link cut one way loses no token: the node says it gives up on it, and the Edge waits for it", async () => {
-  const { edge, proxy } = await blipStack();
-  await using _edge = { [Symbol.asyncDispose]: () => edge.close() };
-  using _proxy = proxy;
-  await using node = await startNodeProc(edge, proxy);
+  await using stack = await blipStack();
+  const { edge, proxy, node } = stack;
   const runs = startedRuns(edge);
   const chat = readStream(
     await client(edge).chat.completions.create({
@@ -204,10 +221,8 @@ Deno.test("a link cut one way loses no token: the node says it gives up on it, a
 
 Deno.test("a cut longer than the grace period ends the runs with a clear error, in history too", async () => {
   // The node gives up first, so its history says why whichever side noticed the cut first.
-  const { edge, proxy } = await blipStack(3_000);
-  await using _edge = { [Symbol.asyncDispose]: () => edge.close() };
-  using _proxy = proxy;
-  await using node = await startNodeProc(edge, proxy, 1_500);
+  await using stack = await blipStack({ edgeMs: 3_000, nodeMs: 1_500 });
+  const { edge, proxy, node } = stack;
   const openai = client(edge);
   const runs = startedRuns(edge);
 
