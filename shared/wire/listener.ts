@@ -37,46 +37,10 @@ export interface ListenOptions {
   handshakeTimeoutMs?: number;
 }
 
-/** Counts anonymous connections against the cap and warns (at most every 10 s) when full. */
-class PendingGate {
-  readonly #max: number;
-  readonly #options: ListenOptions;
-  #count = 0;
-  #warnedAtMs = 0;
-
-  constructor(options: ListenOptions) {
-    this.#options = options;
-    this.#max = options.maxPending ?? DEFAULT_MAX_PENDING;
-  }
-
-  /** A place for a new connection, or undefined (after counting and warning) when full. */
-  enter(remote: string): (() => void) | undefined {
-    if (this.#count >= this.#max) {
-      this.#options.onCrowded?.();
-      const now = Date.now();
-      if (now - this.#warnedAtMs > 10_000) {
-        this.#warnedAtMs = now;
-        this.#options.logger.warn("too many connections waiting to log in, closing new ones", {
-          pending: this.#count,
-          max_pending: this.#max,
-          remote,
-        });
-      }
-      return undefined;
-    }
-    this.#count++;
-    let left = false;
-    return () => {
-      if (left) return;
-      left = true;
-      this.#count--;
-    };
-  }
-}
-
 /**
  * Warns at most once every `everyMs` with `message`, and says how many were left out since: one
- * line per failed handshake would let a storm of reconnects (or a hostile crowd) flood the log.
+ * line per failed handshake or turned-away connection would let a storm of reconnects (or a
+ * hostile crowd) flood the log.
  */
 function throttledWarning(logger: Logger, message: string, everyMs = 10_000) {
   let warnedAtMs = -Infinity;
@@ -94,6 +58,39 @@ function throttledWarning(logger: Logger, message: string, everyMs = 10_000) {
     );
     suppressed = 0;
   };
+}
+
+/** Counts anonymous connections against the cap and warns (at most every 10 s) when full. */
+class PendingGate {
+  readonly #max: number;
+  readonly #options: ListenOptions;
+  readonly #crowded: (fields: Record<string, unknown>) => void;
+  #count = 0;
+
+  constructor(options: ListenOptions) {
+    this.#options = options;
+    this.#max = options.maxPending ?? DEFAULT_MAX_PENDING;
+    this.#crowded = throttledWarning(
+      options.logger,
+      "too many connections waiting to log in, closing new ones",
+    );
+  }
+
+  /** A place for a new connection, or undefined (after counting and warning) when full. */
+  enter(remote: string): (() => void) | undefined {
+    if (this.#count >= this.#max) {
+      this.#options.onCrowded?.();
+      this.#crowded({ pending: this.#count, max_pending: this.#max, remote });
+      return undefined;
+    }
+    this.#count++;
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.#count--;
+    };
+  }
 }
 
 /** A running listener. */
