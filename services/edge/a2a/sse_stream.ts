@@ -15,9 +15,9 @@
  *   timeouts keep a stream whose task is busy without news.
  * @module
  */
-import { type IdleTicker, idleTicker } from "../http/idle_ticker.ts";
+import { type IdleTicker, idleTicker, SSE_KEEP_ALIVE } from "../http/idle_ticker.ts";
 
-const KEEP_ALIVE = new TextEncoder().encode(": keep-alive\n\n");
+const KEEP_ALIVE = new TextEncoder().encode(SSE_KEEP_ALIVE);
 
 /** High-water mark of every A2A stream: 64 KiB unread by the client make it full. */
 export const SSE_HIGH_WATER_BYTES = 64 * 1024;

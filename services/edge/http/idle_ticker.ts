@@ -4,6 +4,9 @@
  * @module
  */
 
+/** The keep-alive of an SSE stream: a comment, which every SSE parser skips. */
+export const SSE_KEEP_ALIVE = ": keep-alive\n\n";
+
 /** A running idle ticker. */
 export interface IdleTicker {
   /** The stream just wrote: the silence starts again from now. */

@@ -17,6 +17,7 @@ import { type HttpMetrics, meterOf, meterRoute } from "../http_metrics.ts";
 import { requireJsonBody } from "../json_content_type.ts";
 import { readJsonBody } from "../json_fields.ts";
 import { modelsFor, resolveModel, submissionFor } from "../model_resolver.ts";
+import { SSE_KEEP_ALIVE } from "../idle_ticker.ts";
 import { collectAnswer, type KeepAlive, startRun, streamBody } from "../run_bridge.ts";
 import { chatChunks, chatCompletion, parseChatRequest } from "./chat.ts";
 import {
@@ -66,8 +67,7 @@ const CHAT_FIELDS: FeatureFields = {
   sampling: "input",
 };
 
-/** An SSE comment: every SSE parser skips it (the OpenAI SDKs, `eventsource-parser`). */
-const sseKeepAlive = (everyMs: number): KeepAlive => ({ everyMs, text: ": keep-alive\n\n" });
+const sseKeepAlive = (everyMs: number): KeepAlive => ({ everyMs, text: SSE_KEEP_ALIVE });
 
 const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
