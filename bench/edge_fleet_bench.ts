@@ -483,7 +483,7 @@ async function runBench(o: Options): Promise<void> {
     await waitJson(`${edgeUrl}/healthz`, () => true);
     const idle = await procUsage(edge.pid);
 
-    const logger = createLogger("bench.node", { level: "warn" });
+    const logger = createLogger("bench.node", { level: "error" });
     const t0 = performance.now();
     for (const id of ids) links.push(connectNode(id, wirePort, logger, certs));
     await waitJson(
