@@ -160,7 +160,15 @@ export type RunEvent =
     | { type: "usage"; usage: Usage }
     | { type: "embedding"; index: number; values: number[] }
     | { type: "completed"; finishReason: FinishReason; usage?: Usage; exitCode: number }
-    | { type: "failed"; code: string; message: string; retryable: boolean; exitCode: number }
+    | {
+      type: "failed";
+      code: string;
+      message: string;
+      retryable: boolean;
+      exitCode: number;
+      /** When to try again, set by an Edge's own refusal (a pool queue full); never on the wire. */
+      retryAfterSeconds?: number;
+    }
     | { type: "cancelled"; reason: string }
   );
 

@@ -19,7 +19,10 @@ import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
 import { holdLease } from "../tenants/limiter.ts";
 import type { TenantRecord } from "../tenants/tenant.ts";
 
-/** Retry-After of a run its node refused as overloaded (its own profile or run limits). */
+/**
+ * Retry-After of a run refused as overloaded by its node (its own profile or run limits), which
+ * says nothing of when to come back; the Edge's own refusals carry their estimate.
+ */
 const NODE_RETRY_AFTER_S = 1;
 
 /**
@@ -103,7 +106,9 @@ function toCode(code: string): ErrorCode {
 export function errorOf(event: RunEvent): IopError | undefined {
   if (event.type === "failed") {
     // A node refusing a run for its own limits: the client may retry soon (429 + Retry-After).
-    if (event.code === "OVERLOADED") return new OverloadedError(event.message, NODE_RETRY_AFTER_S);
+    if (event.code === "OVERLOADED") {
+      return new OverloadedError(event.message, event.retryAfterSeconds ?? NODE_RETRY_AFTER_S);
+    }
     return new IopError(toCode(event.code), event.message, { retryable: event.retryable });
   }
   if (event.type === "cancelled") {

@@ -1,11 +1,11 @@
 import { parseEdgeConfig } from "../config.ts";
 import { TenantLimiter } from "../tenants/limiter.ts";
 import assert from "node:assert/strict";
-import { IopError } from "../../../shared/errors.ts";
+import { IopError, OverloadedError } from "../../../shared/errors.ts";
 import type { RunEvent } from "../../../shared/run.ts";
 import { AsyncQueue } from "../../../shared/async_queue.ts";
 import type { RunGateway, RunHandle, RunSubmission } from "../ports.ts";
-import { collectAnswer, embedRun, startRun, streamBody } from "./run_bridge.ts";
+import { collectAnswer, embedRun, errorOf, startRun, streamBody } from "./run_bridge.ts";
 
 /** A run handle the test feeds by hand: what the service hands a surface, minus the node. */
 class FakeRun implements RunHandle {
@@ -309,4 +309,24 @@ Deno.test("streamBody adds no keep-alive to a body its client is not reading", a
     text += new TextDecoder().decode(r.value);
   }
   assert.equal(text.replaceAll("x", ""), "[a]");
+});
+
+Deno.test("an OVERLOADED failure keeps the Retry-After the Edge's refusal gave, 1 s when it gave none", () => {
+  const failed = (retryAfterSeconds?: number): RunEvent => ({
+    runId: "r",
+    seq: 2,
+    timestampMs: 0,
+    type: "failed",
+    code: "OVERLOADED",
+    message: "full",
+    retryable: true,
+    exitCode: 0,
+    ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+  });
+  const fromPool = errorOf(failed(12));
+  assert.ok(fromPool instanceof OverloadedError);
+  assert.equal(fromPool.retryAfterSeconds, 12);
+  const fromNode = errorOf(failed());
+  assert.ok(fromNode instanceof OverloadedError);
+  assert.equal(fromNode.retryAfterSeconds, 1);
 });

@@ -2,10 +2,13 @@
  * A pool run as its caller sees it: the events of the dispatched run, except that a run that
  * never ran — its node was lost, or the node refused it as retryable UNAVAILABLE (a draining
  * node that got the run before its Edge heard it drains) — before its first output is
- * replaced, once, by a run on another provider. The caller never sees that attempt's failure.
+ * replaced, once, by a run on another provider. The caller never sees that attempt's failure,
+ * unless no provider can take the replacement: then the run ends with the first attempt's
+ * failure, or with the pool's refusal (OVERLOADED, and when to come back) when its queue is full.
  * @module
  */
 import { AsyncQueue } from "../../../shared/async_queue.ts";
+import { OverloadedError } from "../../../shared/errors.ts";
 import { isTerminal, type RunEvent, type TerminalRunEvent } from "../../../shared/run.ts";
 import type { RunHandle } from "../ports.ts";
 
@@ -130,10 +133,15 @@ export class PooledRun implements RunHandle {
 
   async #retry(lost: TerminalRunEvent, retry: Retry): Promise<void> {
     this.#retryAbort = new AbortController();
-    const next = await retry(this.#current, lost, this.#retryAbort.signal).catch(() => undefined);
+    let end = lost;
+    const next = await retry(this.#current, lost, this.#retryAbort.signal).catch((err) => {
+      // A caller told its run was lost would retry at once, into the queue that just refused it.
+      if (err instanceof OverloadedError) end = overloaded(lost, err);
+      return undefined;
+    });
     this.#retryAbort = undefined;
     if (!next) {
-      this.#end(lost);
+      this.#end(end);
       return;
     }
     this.#current = next;
@@ -148,4 +156,19 @@ export class PooledRun implements RunHandle {
     this.#queue.end();
     this.#done.resolve(terminal);
   }
+}
+
+/** The end of a run whose replacement the pool refused as `err`, in place of `lost`. */
+function overloaded(lost: TerminalRunEvent, err: OverloadedError): TerminalRunEvent {
+  return {
+    runId: lost.runId,
+    seq: lost.seq,
+    timestampMs: lost.timestampMs,
+    type: "failed",
+    code: "OVERLOADED",
+    message: err.message,
+    retryable: true,
+    exitCode: 0,
+    retryAfterSeconds: err.retryAfterSeconds,
+  };
 }

@@ -3,6 +3,9 @@
  * after it, never twice and never once cancelled. Real pools, fake fleet (fake_fleet.ts).
  */
 import assert from "node:assert/strict";
+import { OverloadedError } from "../../../shared/errors.ts";
+import { errorOf } from "../http/run_bridge.ts";
+import { openaiError } from "../http/openai/errors.ts";
 import { drain, Fleet, fleetConfig, settle, strict, sub } from "./fake_fleet.ts";
 
 // --- retry on a lost node -----------------------------------------------------------------------
@@ -113,6 +116,41 @@ Deno.test("a lost run with no other provider fails NODE_LOST", strict, async () 
   assert.deepEqual(fleet.nodes, ["node-a"]);
   await settle();
 });
+
+Deno.test(
+  "a lost run whose replacement finds the queue full ends OVERLOADED with the queue's Retry-After",
+  strict,
+  async () => {
+    const fleet = new Fleet(fleetConfig([
+      { id: "node-a", providers: [{ id: "pa", max: 1 }] },
+      { id: "node-b", providers: [{ id: "pb", max: 1 }] },
+    ], { max_length: 1 }));
+    const handle = await fleet.pools.submit("demo", sub("r0"));
+    await fleet.pools.submit("demo", sub("r1")); // node-b is full
+    const waiting = fleet.pools.submit("demo", sub("r2")); // and the queue's one place is taken
+    await settle();
+    fleet.lose(0); // the replacement must avoid node-a: it finds no room
+    const done = await handle.done;
+    assert.equal(done.type, "failed");
+    if (done.type !== "failed") return;
+    assert.equal(
+      done.code,
+      "OVERLOADED",
+      "not the first attempt's NODE_LOST: the client backs off",
+    );
+    assert.match(done.message, /queue is full/);
+    assert.ok(done.retryable);
+    assert.ok((done.retryAfterSeconds ?? 0) >= 1, `Retry-After ${done.retryAfterSeconds}`);
+    const failure = errorOf(done);
+    assert.ok(failure instanceof OverloadedError);
+    assert.equal(failure.retryAfterSeconds, done.retryAfterSeconds);
+    assert.equal(openaiError(failure).status, 429);
+    // The replacement never ran; the run that waited in the queue took node-a's freed slot.
+    assert.equal((await waiting).nodeId, "node-a");
+    assert.deepEqual(fleet.nodes, ["node-a", "node-b", "node-a"]);
+    await settle();
+  },
+);
 
 Deno.test("a cancelled pool run is not retried when its node is lost", strict, async () => {
   const fleet = new Fleet(fleetConfig([
