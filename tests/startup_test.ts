@@ -70,6 +70,23 @@ Deno.test("a node whose fleet CA file is missing exits with code 2 naming the ke
   );
   assert.equal(code, 2);
   assert.match(stderr, /node\.yaml: edge\.tls\.ca: cannot read '\/nonexistent\/ca\.pem'/);
+  assert.doesNotMatch(stderr, /deno task certs/, "a file of the operator's own gets no hint");
+});
+
+Deno.test("a node missing the certificates of `deno task certs` is told to run it", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const { code, stderr } = await runService(
+      "node",
+      `node: { id: n1, token: t }\nedge: { tls: { ca: ${dir}/.iop/certs/ca.pem } }\n` +
+        "http: { port: 0 }\n",
+    );
+    assert.equal(code, 2);
+    assert.match(stderr, /edge\.tls\.ca: cannot read '.*\/\.iop\/certs\/ca\.pem'/);
+    assert.match(stderr, /`deno task certs` makes the fleet CA/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("a node on the plaintext opt-out says so at start", async () => {

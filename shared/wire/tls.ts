@@ -175,7 +175,11 @@ async function readPem(
   try {
     text = await Deno.readTextFile(pemFile);
   } catch (err) {
-    throw fail(`cannot read '${pemFile}': ${(err as Error).message}`);
+    // The sample configs and the compare bench name the files `deno task certs` makes.
+    const hint = err instanceof Deno.errors.NotFound && pemFile.includes(".iop/certs/")
+      ? "; `deno task certs` makes the fleet CA and a certificate per service in .iop/certs"
+      : "";
+    throw fail(`cannot read '${pemFile}': ${(err as Error).message}${hint}`);
   }
   // "PRIVATE KEY" also matches "EC PRIVATE KEY" and "RSA PRIVATE KEY".
   if (!text.includes(`${label}-----`)) throw fail(`'${pemFile}' holds no PEM ${label}`);
