@@ -105,7 +105,7 @@ function toCode(code: string): ErrorCode {
 /** Turns a failed or cancelled terminal event into the error a surface reports. */
 export function errorOf(event: RunEvent): IopError | undefined {
   if (event.type === "failed") {
-    // A node refusing a run for its own limits: the client may retry soon (429 + Retry-After).
+    // Refused for a node's own limits or a full pool queue: the client may retry (429 + Retry-After).
     if (event.code === "OVERLOADED") {
       return new OverloadedError(event.message, event.retryAfterSeconds ?? NODE_RETRY_AFTER_S);
     }

@@ -167,7 +167,7 @@ function overloaded(lost: TerminalRunEvent, err: OverloadedError): TerminalRunEv
     type: "failed",
     code: "OVERLOADED",
     message: err.message,
-    retryable: true,
+    retryable: err.retryable,
     exitCode: 0,
     retryAfterSeconds: err.retryAfterSeconds,
   };
