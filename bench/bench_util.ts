@@ -23,8 +23,17 @@ export async function spawnService(
   const file = `${dir}/${name}.yaml`;
   await Deno.writeTextFile(file, stringify(config));
   const main = new URL(`../services/${svc}/main.ts`, import.meta.url).pathname;
+  return spawnScript(main, [...(svc === "edge" ? ["--no-console"] : []), "--config", file]);
+}
+
+/**
+ * Starts `deno run -A <script> <args>`, its stdout dropped and its errors shown. The V8 flags in
+ * `IOP_BENCH_V8_FLAGS` go to it (`--prof,--logfile=edge.log` profiles the process measured).
+ */
+export function spawnScript(script: string, args: string[]): Proc {
+  const v8Flags = Deno.env.get("IOP_BENCH_V8_FLAGS");
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", main, ...(svc === "edge" ? ["--no-console"] : []), "--config", file],
+    args: ["run", "-A", ...(v8Flags ? [`--v8-flags=${v8Flags}`] : []), script, ...args],
     env: { IOP_LOG_LEVEL: "error" },
     stdin: "null",
     stdout: "null",

@@ -23,9 +23,15 @@
  * and the p99 gap. For context it adds the CPU and event-loop lag of the node simulator and the
  * client process: they share the machine with the Edge and their lag is part of the measured
  * delay, so that delay bounds what the Edge adds from above; and the CPU of everything else on
- * the machine, which competes too. Exits 1 when any stream failed.
+ * the machine, which competes too. Exits 1 when any stream failed. It also gives the Edge's CPU
+ * per token delivered, and what 2,000 streams at 20 tokens/s would take at that cost.
  *
- * Run: `deno run -A bench/edge_fleet_bench.ts [--nodes 1000] [--streams 2000] [--duration 60]`
+ * `--floor` puts the minimal relay of `fleet_floor.ts` in the Edge's place and plain TCP links
+ * in the nodes' (plaintext, no heartbeats), under the same clients: the CPU per token any Deno
+ * process of this shape pays, against which the Edge's is judged.
+ *
+ * Run: `deno run -A bench/edge_fleet_bench.ts [--nodes 1000] [--streams 2000] [--duration 60]
+ * [--plaintext | --floor]`
  * @module
  */
 import { ensureFleetCertificates, type FleetCertificates } from "../deploy/fleet_certs.ts";
@@ -47,11 +53,13 @@ import {
   type ProcFigures,
   procUsage,
   sampleEverySecond,
+  spawnScript,
   spawnService,
   waitJson,
   within,
 } from "./bench_util.ts";
 import { freePort } from "../tests/util.ts";
+import { connectFloorLink } from "./fleet_floor.ts";
 
 /** The mock's pace: one token every 50 ms, 20 tokens/s per stream. */
 const TOKEN_DELAY_MS = 50;
@@ -74,6 +82,8 @@ interface Options {
   url: string;
   /** Run the node wire without TLS (shipped configs use TLS), to see what TLS costs. */
   plaintext: boolean;
+  /** Run the minimal relay of `fleet_floor.ts` in the Edge's place, to see the floor. */
+  floor: boolean;
 }
 
 function parseOptions(args: string[]): Options {
@@ -86,6 +96,7 @@ function parseOptions(args: string[]): Options {
       duration: { type: "string", default: "60" },
       clients: { type: "boolean", default: false },
       plaintext: { type: "boolean", default: false },
+      floor: { type: "boolean", default: false },
       url: { type: "string", default: "" },
     },
   });
@@ -106,7 +117,8 @@ function parseOptions(args: string[]): Options {
     duration: integer("duration", 2 * RAMP_MS / 1000),
     clients: values.clients,
     url: values.url,
-    plaintext: values.plaintext,
+    plaintext: values.plaintext || values.floor,
+    floor: values.floor,
   };
 }
 
@@ -467,25 +479,28 @@ async function runBench(o: Options): Promise<void> {
   const wirePort = freePort();
   const edgeUrl = `http://127.0.0.1:${httpPort}`;
   const ids = Array.from({ length: o.nodes }, (_, i) => `sim-${String(i).padStart(4, "0")}`);
-  const links: EdgeClient[] = [];
+  const links: { stop(): unknown }[] = [];
   let edge: Proc | undefined;
   let child: Deno.ChildProcess | undefined;
   try {
     const certs = o.plaintext
       ? undefined
       : await ensureFleetCertificates(`${dir}/certs`, [{ role: "edge", id: "fleet-edge" }]);
-    edge = await spawnService(
-      "edge",
-      edgeConfig(o, ids, httpPort, wirePort, certs),
-      dir,
-      "edge",
-    );
+    edge = o.floor
+      ? spawnScript(new URL("./fleet_floor.ts", import.meta.url).pathname, [
+        `--http-port=${httpPort}`,
+        `--wire-port=${wirePort}`,
+      ])
+      : await spawnService("edge", edgeConfig(o, ids, httpPort, wirePort, certs), dir, "edge");
     await waitJson(`${edgeUrl}/healthz`, () => true);
     const idle = await procUsage(edge.pid);
 
     const logger = createLogger("bench.node", { level: "error" });
     const t0 = performance.now();
-    for (const id of ids) links.push(connectNode(id, wirePort, logger, certs));
+    for (const id of ids) {
+      if (!o.floor) links.push(connectNode(id, wirePort, logger, certs));
+      else links.push({ stop: connectFloorLink(wirePort, TOKEN_DELAY_MS) });
+    }
     await waitJson(
       `${edgeUrl}/readyz`,
       (b) => (b as { nodes_connected: number }).nodes_connected === o.nodes,
@@ -556,6 +571,8 @@ function printTable(
   const perNodeKiB = (r.nodesRssMiB - r.idleRssMiB) * 1024 / o.nodes;
   const c = r.report;
   const extra = (gap: number | null) => (gap === null ? null : Math.max(0, gap - TOKEN_DELAY_MS));
+  const us = r.edge.cpuPct / 100 / c.steadyTokensPerSecond * 1e6;
+  const targetTokensPerSecond = 2000 * 1000 / TOKEN_DELAY_MS;
   const rows: [string, string, string][] = [
     ["nodes connected", `${o.nodes} in ${f1(r.connectSeconds)} s`, ""],
     ["Edge RSS idle, no node (MiB)", f1(r.idleRssMiB), ""],
@@ -564,6 +581,12 @@ function printTable(
     ["idle cost per connected node (KiB)", f1(perNodeKiB), `≤ 32 ${mark(perNodeKiB <= 32)}`],
     ["Edge CPU, streaming, mean (%)", f1(r.edge.cpuPct), `< 100 ${mark(r.edge.cpuPct < 100)}`],
     ["Edge CPU, streaming, worst second (%)", f1(r.edge.worstCpuPct), ""],
+    ["Edge CPU per token delivered (µs)", f1(us), ""],
+    [
+      `cores for ${targetTokensPerSecond} tokens/s at that cost`,
+      (us * targetTokensPerSecond / 1e6).toFixed(2),
+      "< 1",
+    ],
     [
       "Edge peak RSS, streaming (MiB)",
       f1(r.edge.peakRssMiB),
@@ -605,7 +628,11 @@ function printTable(
     ],
   ];
   console.log(
-    `\nOne Edge, ${o.nodes} simulated nodes (heartbeat 2 s), ${o.streams} concurrent streams for ` +
+    `\n${
+      o.floor ? "The floor relay in the Edge's place (rows named Edge are its)" : "One Edge"
+    }, ` +
+      `${o.nodes} ${o.floor ? "plain TCP links" : "simulated nodes (heartbeat 2 s)"}, ` +
+      `${o.streams} concurrent streams for ` +
       `${o.duration} s at ${
         1000 / TOKEN_DELAY_MS
       } tokens/s each (${navigator.hardwareConcurrency} cores)\n`,
