@@ -67,3 +67,93 @@ export function startHeartbeat(options: HeartbeatOptions): Heartbeat {
     stop,
   };
 }
+
+/** What {@linkcode heartbeatGroup} takes per link: as {@linkcode startHeartbeat}, on its clock. */
+export type LinkHeartbeatOptions = Omit<HeartbeatOptions, "now" | "random">;
+
+/** The heartbeats of many links on one timer. */
+export interface HeartbeatGroup {
+  /** Starts the heartbeat of one link: the contract of {@linkcode startHeartbeat}. */
+  start(options: LinkHeartbeatOptions): Heartbeat;
+}
+
+/** How early a beat may leave with others due soon after it, as a share of its interval. */
+const GROUP_SLACK = 0.05;
+
+interface GroupBeat {
+  options: LinkHeartbeatOptions;
+  limitMs: number;
+  lastSeen: number;
+  dueAt: number;
+}
+
+/**
+ * The heartbeats of many links (an Edge's thousand nodes) on one timer instead of one each.
+ * Every beat wakes the process, and a wake-up costs far more than the frame it sends: the
+ * group's timer fires for the first beat due and sends every beat due within
+ * {@linkcode GROUP_SLACK} of an interval after it too, each still placed at random over
+ * ±10 % of its interval, so that links beat together in tens, not in lockstep. A link's silence
+ * is judged at each of its beats, as on a timer of its own.
+ */
+export function heartbeatGroup(
+  clock: { now?: () => number; random?: () => number } = {},
+): HeartbeatGroup {
+  const now = clock.now ?? Date.now;
+  const random = clock.random ?? Math.random;
+  const beats = new Set<GroupBeat>();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let armedFor = Infinity;
+
+  const arm = (at: number) => {
+    if (timer !== undefined && armedFor <= at) return;
+    clearTimeout(timer);
+    armedFor = at;
+    timer = setTimeout(sweep, Math.max(0, at - now()));
+  };
+  const sweep = () => {
+    timer = undefined;
+    armedFor = Infinity;
+    const at = now();
+    let next = Infinity;
+    for (const beat of beats) {
+      const { intervalMs } = beat.options;
+      if (beat.dueAt <= at + intervalMs * GROUP_SLACK) {
+        const silent = at - beat.lastSeen;
+        if (silent >= beat.limitMs) {
+          beats.delete(beat);
+          beat.options.onDead(silent);
+          continue;
+        }
+        beat.options.send();
+        beat.dueAt = at + nextBeatDelay(intervalMs, random());
+      }
+      next = Math.min(next, beat.dueAt);
+    }
+    // A send or onDead above may have stopped every beat, and with it this timer's reason.
+    if (beats.size > 0) arm(next);
+  };
+
+  return {
+    start(options) {
+      const beat: GroupBeat = {
+        options,
+        limitMs: options.intervalMs * (options.missedLimit ?? 3),
+        lastSeen: now(),
+        dueAt: now() + nextBeatDelay(options.intervalMs, random()),
+      };
+      beats.add(beat);
+      arm(beat.dueAt);
+      return {
+        seen: () => {
+          beat.lastSeen = now();
+        },
+        stop: () => {
+          if (!beats.delete(beat) || beats.size > 0) return;
+          clearTimeout(timer);
+          timer = undefined;
+          armedFor = Infinity;
+        },
+      };
+    },
+  };
+}

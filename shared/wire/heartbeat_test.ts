@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { nextBeatDelay, startHeartbeat } from "./heartbeat.ts";
+import { heartbeatGroup, nextBeatDelay, startHeartbeat } from "./heartbeat.ts";
 
 function fakeClock() {
   let t = 1_000;
@@ -58,4 +58,68 @@ Deno.test("nextBeatDelay() spreads beats over ±10 % of the interval", () => {
   assert.equal(nextBeatDelay(2000, 0), 1800);
   assert.equal(nextBeatDelay(2000, 0.5), 2000);
   assert.ok(nextBeatDelay(2000, 0.999999) < 2200 && nextBeatDelay(2000, 0.999999) > 2199);
+});
+
+Deno.test({
+  name: "heartbeatGroup() beats every link about every interval, those due together in one task",
+  sanitizeOps: true,
+  async fn() {
+    const group = heartbeatGroup();
+    const sent = new Array<number>(20).fill(0);
+    let tasks = 0;
+    let inTask = false;
+    const beats = sent.map((_, i) => {
+      const hb = group.start({
+        intervalMs: 40,
+        send: () => {
+          sent[i]!++;
+          hb.seen(); // the peer answers
+          if (inTask) return;
+          inTask = true;
+          tasks++;
+          queueMicrotask(() => void (inTask = false));
+        },
+        onDead: () => assert.fail(`link ${i} declared dead`),
+      });
+      return hb;
+    });
+    await ticks(5, 40);
+    for (const hb of beats) hb.stop();
+    for (const [i, n] of sent.entries()) assert.ok(n >= 3 && n <= 7, `link ${i} sent ${n}`);
+    const total = sent.reduce((a, b) => a + b, 0);
+    assert.ok(tasks <= total / 2, `${total} beats took ${tasks} tasks`);
+  },
+});
+
+Deno.test({
+  name: "heartbeatGroup() declares a silent link dead, once, and goes on beating the others",
+  sanitizeOps: true,
+  async fn() {
+    const group = heartbeatGroup();
+    let heardSent = 0;
+    let heardSentAtDeath = -1;
+    const deaths: number[] = [];
+    const heard = group.start({
+      intervalMs: 20,
+      send: () => {
+        heardSent++;
+        heard.seen();
+      },
+      onDead: () => assert.fail("the answering link was declared dead"),
+    });
+    const silent = group.start({
+      intervalMs: 20,
+      send: () => {},
+      onDead: (ms) => {
+        deaths.push(ms);
+        heardSentAtDeath = heardSent;
+      },
+    });
+    await ticks(8, 20);
+    silent.stop();
+    heard.stop();
+    assert.equal(deaths.length, 1);
+    assert.ok(deaths[0]! >= 60, `dead after ${deaths[0]} ms`);
+    assert.ok(heardSent > heardSentAtDeath, "no beat after the other link died");
+  },
 });

@@ -24,7 +24,7 @@ import {
   type WireMetrics,
 } from "../../../shared/wire/connection.ts";
 import { FrameError } from "../../../shared/wire/frame.ts";
-import { startHeartbeat } from "../../../shared/wire/heartbeat.ts";
+import { type HeartbeatGroup, heartbeatGroup } from "../../../shared/wire/heartbeat.ts";
 import { type Listener, listenFrames } from "../../../shared/wire/listener.ts";
 import type { ListenTls } from "../../../shared/wire/tls.ts";
 import { PendingRequests } from "../../../shared/wire/pending.ts";
@@ -65,12 +65,19 @@ export interface NodeServerOptions {
   metrics?: EdgeMetrics;
 }
 
+/** The options of a running server, with what its connections share. */
+type ServerContext = NodeServerOptions & {
+  /** Every node link's heartbeat, on one timer: a thousand idle nodes wake the Edge less. */
+  beats: HeartbeatGroup;
+};
+
 /**
  * Starts accepting Node connections; resolves once the port is bound. Closing it ends the runs
  * that wait for a node to come back: none can.
  */
 export async function startNodeServer(options: NodeServerOptions): Promise<Listener> {
   const { service, logger } = options;
+  const context: ServerContext = { ...options, beats: heartbeatGroup() };
   const listener = await listenFrames({
     hostname: options.hostname,
     port: options.port,
@@ -92,7 +99,7 @@ export async function startNodeServer(options: NodeServerOptions): Promise<Liste
         maxFrameBytes: REGISTER_FRAME_MAX_BYTES,
         ...(options.wireMetrics ? { metrics: options.wireMetrics } : {}),
       });
-      await serveNode(conn, options, admitted);
+      await serveNode(conn, context, admitted);
     },
   });
   const close = async () => {
@@ -109,7 +116,7 @@ export async function startNodeServer(options: NodeServerOptions): Promise<Liste
 
 async function serveNode(
   conn: Conn,
-  options: NodeServerOptions,
+  options: ServerContext,
   admitted: () => void,
 ): Promise<void> {
   const { service } = options;
@@ -221,7 +228,7 @@ async function serveSession(
     messages: AsyncGenerator<NodeEnvelope>;
     acks: RunAcker;
   },
-  options: NodeServerOptions,
+  options: ServerContext,
 ): Promise<void> {
   const { service, logger } = options;
   const wire = service.config.wire;
@@ -232,7 +239,7 @@ async function serveSession(
     ...(record.enrolledBy ? { rule: record.enrolledBy } : {}),
   });
 
-  const heartbeat = startHeartbeat({
+  const heartbeat = options.beats.start({
     intervalMs: wire.heartbeatIntervalMs,
     send: () => {
       acks.beforeSend();
