@@ -584,7 +584,7 @@ function printTable(
     ["Edge CPU per token delivered (µs)", f1(us), ""],
     [
       `cores for ${targetTokensPerSecond} tokens/s at that cost`,
-      (us * targetTokensPerSecond / 1e6).toFixed(2),
+      Number.isFinite(us) ? (us * targetTokensPerSecond / 1e6).toFixed(2) : "-",
       "< 1",
     ],
     [
