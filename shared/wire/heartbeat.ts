@@ -14,7 +14,7 @@ export interface HeartbeatOptions {
   send: () => void;
   /** Called once when the peer is declared dead. */
   onDead: (silentForMs: number) => void;
-  /** Injected for tests; defaults to Date.now. */
+  /** Injected for tests; defaults to `performance.now()`, which a stepped wall clock leaves alone. */
   now?: () => number;
   /** Source of the ±10 % jitter in [0, 1); defaults to Math.random. */
   random?: () => number;
@@ -31,41 +31,9 @@ export function nextBeatDelay(intervalMs: number, r: number): number {
   return intervalMs * (0.9 + 0.2 * r);
 }
 
-/** Starts sending heartbeats and watching for the peer's silence. */
+/** Starts sending heartbeats and watching for the peer's silence: a group of one link. */
 export function startHeartbeat(options: HeartbeatOptions): Heartbeat {
-  const now = options.now ?? Date.now;
-  const random = options.random ?? Math.random;
-  const limitMs = options.intervalMs * (options.missedLimit ?? 3);
-  let lastSeen = now();
-  let stopped = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  // Each beat lands at a random point of ±10 % around the interval, so that links opened
-  // together (a fleet reconnecting after an Edge restart) do not beat in lockstep.
-  const schedule = () => {
-    timer = setTimeout(tick, nextBeatDelay(options.intervalMs, random()));
-  };
-  const tick = () => {
-    const silent = now() - lastSeen;
-    if (silent >= limitMs) {
-      stop();
-      options.onDead(silent);
-      return;
-    }
-    options.send();
-    schedule();
-  };
-  const stop = () => {
-    if (stopped) return;
-    stopped = true;
-    clearTimeout(timer);
-  };
-  schedule();
-  return {
-    seen: () => {
-      lastSeen = now();
-    },
-    stop,
-  };
+  return heartbeatGroup(options).start(options);
 }
 
 /** What {@linkcode heartbeatGroup} takes per link: as {@linkcode startHeartbeat}, on its clock. */
@@ -96,9 +64,9 @@ interface GroupBeat {
  * is judged at each of its beats, as on a timer of its own.
  */
 export function heartbeatGroup(
-  clock: { now?: () => number; random?: () => number } = {},
+  clock: Pick<HeartbeatOptions, "now" | "random"> = {},
 ): HeartbeatGroup {
-  const now = clock.now ?? Date.now;
+  const now = clock.now ?? (() => performance.now());
   const random = clock.random ?? Math.random;
   const beats = new Set<GroupBeat>();
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -111,9 +79,10 @@ export function heartbeatGroup(
     timer = setTimeout(sweep, Math.max(0, at - now()));
   };
   const sweep = () => {
+    // The timer firing says its time has come, even to a clock a test holds still.
+    const at = Math.max(now(), armedFor);
     timer = undefined;
     armedFor = Infinity;
-    const at = now();
     let next = Infinity;
     for (const beat of beats) {
       const { intervalMs } = beat.options;
@@ -121,7 +90,7 @@ export function heartbeatGroup(
         const silent = at - beat.lastSeen;
         if (silent >= beat.limitMs) {
           beats.delete(beat);
-          beat.options.onDead(silent);
+          beat.options.onDead(Math.round(silent)); // whole ms, as logs and errors print it
           continue;
         }
         beat.options.send();
